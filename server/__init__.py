@@ -1,0 +1,1 @@
+"""Server side of fedgs (Flower ServerApp and strategies); filled by the Flower issues."""

@@ -1,0 +1,1 @@
+"""User-facing scenarios (simulation runner, debugging scenario, communication cost)."""
