@@ -1,0 +1,14 @@
+"""GS-WGAN networks: conditional ResNet generator and conditional DCGAN critic (ALGORITHMS.md s.1)."""
+
+from fedgs.models.discriminator import ConditionalDCGANDiscriminator
+from fedgs.models.ema import make_ema
+from fedgs.models.generator import ConditionalResNetGenerator
+from fedgs.models.losses import critic_loss, generator_upstream_gradient
+
+__all__ = [
+    "ConditionalDCGANDiscriminator",
+    "ConditionalResNetGenerator",
+    "critic_loss",
+    "generator_upstream_gradient",
+    "make_ema",
+]

@@ -1,0 +1,1 @@
+"""GS-WGAN training pieces shared by the Flower apps and the single-process loop."""

@@ -1,0 +1,128 @@
+"""A client's private critic: its discriminator, optimizer and data, and the queries it answers.
+
+Everything here runs where the data is. The only thing :meth:`PrivateCritic.answer` returns is a
+:class:`~fedgs.privacy.sanitizer.SanitizedGradient`; critic losses are the client's own metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from fedgs.models import ConditionalDCGANDiscriminator, ConditionalResNetGenerator, critic_loss
+from fedgs.models.losses import generator_upstream_gradient
+from fedgs.privacy.sanitizer import SanitizedGradient, sanitize
+from fedgs.training.hparams import GSWGANConfig
+
+
+@dataclass(frozen=True)
+class CriticStats:
+    """Mean critic loss and Wasserstein estimate over a group of critic steps."""
+
+    loss: float
+    wasserstein: float
+    steps: int
+
+
+def _adam(params, lr: float, config: GSWGANConfig) -> torch.optim.Adam:
+    return torch.optim.Adam(params, lr=lr, betas=(config.beta1, config.beta2))
+
+
+class PrivateCritic:
+    """One client's discriminator D_k, trained on its local images only."""
+
+    def __init__(
+        self,
+        images: torch.Tensor,
+        labels: torch.Tensor,
+        num_classes: int,
+        config: GSWGANConfig,
+        seed: int,
+    ) -> None:
+        if images.shape[0] == 0:
+            raise ValueError("a client needs at least one training image")
+        self.images = images
+        self.labels = labels
+        self.num_classes = num_classes
+        self.config = config
+        self.rng = torch.Generator().manual_seed(seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.critic = ConditionalDCGANDiscriminator(num_classes, config.critic_width)
+        self.optimizer = _adam(self.critic.parameters(), config.lr_critic, config)
+
+    def _real_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A batch drawn with replacement, so writers with fewer than B images still work."""
+        idx = torch.randint(self.images.shape[0], (self.config.batch_size,), generator=self.rng)
+        return self.images[idx], self.labels[idx]
+
+    def _critic_step(self, fake: torch.Tensor, fake_labels: torch.Tensor) -> tuple[float, float]:
+        real, real_labels = self._real_batch()
+        result = critic_loss(
+            self.critic, real, real_labels, fake, fake_labels,
+            self.config.gp_weight, self.config.drift_weight,
+        )
+        self.optimizer.zero_grad(set_to_none=True)
+        result.loss.backward()
+        self.optimizer.step()
+        return float(result.loss.detach()), result.wasserstein
+
+    def train_on(self, fakes: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> CriticStats:
+        """One critic step per (fake images, labels) batch."""
+        results = [self._critic_step(x, y) for x, y in fakes]
+        n = len(results)
+        return CriticStats(sum(r[0] for r in results) / n, sum(r[1] for r in results) / n, n)
+
+    def answer(
+        self, fake: torch.Tensor, fake_labels: torch.Tensor, noise: torch.Generator | None = None
+    ) -> SanitizedGradient:
+        """The sanitized upstream gradient for the server's batch: the client's only release."""
+        grads = generator_upstream_gradient(self.critic, fake, fake_labels)
+        return sanitize(grads, self.config.clip_norm, self.config.noise_multiplier, noise)
+
+    def warm_start(self, steps: int) -> CriticStats:
+        """Pre-train D_k against a local, non-private generator that is then thrown away.
+
+        Nothing from here is released, so it costs no privacy (Algorithm 2, ClientWarmStart).
+        """
+        if steps <= 0:
+            return CriticStats(0.0, 0.0, 0)
+        local = LocalGenerator(self.num_classes, self.config, self.rng)
+        losses, distances = [], []
+        for _ in range(steps):
+            loss, distance = self._critic_step(*local.sample())
+            losses.append(loss)
+            distances.append(distance)
+            local.step(self.critic)
+        return CriticStats(sum(losses) / steps, sum(distances) / steps, steps)
+
+
+class LocalGenerator:
+    """The throw-away generator of the warm start, trained non-privately against D_k."""
+
+    def __init__(self, num_classes: int, config: GSWGANConfig, rng: torch.Generator) -> None:
+        self.config = config
+        self.num_classes = num_classes
+        self.rng = rng
+        self.generator = ConditionalResNetGenerator(num_classes, config.z_dim, config.generator_width)
+        self.optimizer = _adam(self.generator.parameters(), config.lr_generator, config)
+
+    def _latent(self) -> tuple[torch.Tensor, torch.Tensor]:
+        b = self.config.batch_size
+        z = torch.randn(b, self.config.z_dim, generator=self.rng)
+        return z, torch.randint(self.num_classes, (b,), generator=self.rng)
+
+    def sample(self) -> tuple[torch.Tensor, torch.Tensor]:
+        z, y = self._latent()
+        with torch.no_grad():
+            return self.generator(z, y), y
+
+    def step(self, critic: torch.nn.Module) -> None:
+        """One non-private generator update against the critic."""
+        z, y = self._latent()
+        loss = -critic(self.generator(z, y), y).mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()

@@ -1,0 +1,98 @@
+"""The generator's side of a GS-WGAN step: propose fake batches, apply sanitized gradients.
+
+It needs no data: the sanitized rows x_i-gradients are back-propagated through G's Jacobian
+(ALGORITHMS.md s.1 step 4), so the same object serves the Flower server and the plain loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from fedgs.models import ConditionalResNetGenerator, make_ema
+from fedgs.training.hparams import GSWGANConfig
+
+
+@dataclass
+class GeneratorQuery:
+    """The fake batches for one client: ``critic_batches`` for its critic steps (the last one is
+    also the batch whose gradient comes back) and the labels they were generated for."""
+
+    images: list[torch.Tensor]
+    labels: list[torch.Tensor]
+
+
+class GeneratorTrainer:
+    """G, its EMA copy and optimizer; one :meth:`propose` / :meth:`apply` pair per step."""
+
+    def __init__(self, num_classes: int, config: GSWGANConfig, seed: int = 0) -> None:
+        self.config = config
+        self.num_classes = num_classes
+        self.rng = torch.Generator().manual_seed(seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.generator = ConditionalResNetGenerator(
+                num_classes, config.z_dim, config.generator_width
+            )
+        self.ema = make_ema(self.generator, config.ema_decay)
+        self.optimizer = torch.optim.Adam(
+            self.generator.parameters(), lr=config.lr_generator, betas=(config.beta1, config.beta2)
+        )
+        self._pending: torch.Tensor | None = None
+
+    def latent(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Latent codes and uniform labels: data-independent, so free of privacy cost."""
+        z = torch.randn(count, self.config.z_dim, generator=self.rng)
+        return z, torch.randint(self.num_classes, (count,), generator=self.rng)
+
+    def propose(self, num_clients: int) -> list[GeneratorQuery]:
+        """Fresh fake batches for each client; keeps the graph of every client's answer batch."""
+        b, n_dis = self.config.batch_size, self.config.critic_steps
+        self.generator.train()
+        with torch.no_grad():
+            z, y = self.latent(num_clients * (n_dis - 1) * b)
+            warmup = self.generator(z, y).split(b) if n_dis > 1 else ()
+            warmup_labels = y.split(b) if n_dis > 1 else ()
+        z, y = self.latent(num_clients * b)
+        answer_batch = self.generator(z, y)
+        self._pending = answer_batch
+        queries = []
+        for k, (x, labels) in enumerate(zip(answer_batch.detach().split(b), y.split(b), strict=True)):
+            rows = slice(k * (n_dis - 1), (k + 1) * (n_dis - 1))
+            queries.append(GeneratorQuery(
+                images=[*warmup[rows], x], labels=[*warmup_labels[rows], labels]
+            ))
+        return queries
+
+    def apply(self, gradients: list[torch.Tensor | None]) -> int:
+        """Back-propagate the mean of the answered clients' sanitized gradients; Adam step; EMA.
+
+        ``gradients[k]`` is client k's (B, 784) reply, or None when it did not answer (dropped
+        replies leave G untouched if no client answered). Returns the number of rows used.
+        """
+        if self._pending is None:
+            raise RuntimeError("apply() called without a pending propose()")
+        answer_batch, self._pending = self._pending, None
+        b = self.config.batch_size
+        kept = [k for k, g in enumerate(gradients) if g is not None]
+        if not kept:
+            return 0
+        outputs = torch.cat([answer_batch[k * b : (k + 1) * b] for k in kept])
+        upstream = torch.cat([gradients[k] for k in kept]).view_as(outputs)
+        self.optimizer.zero_grad(set_to_none=True)
+        outputs.backward(upstream / outputs.shape[0])
+        self.optimizer.step()
+        self.ema.update_parameters(self.generator)
+        return int(outputs.shape[0])
+
+    @torch.no_grad()
+    def sample(self, labels: torch.Tensor, use_ema: bool = True, seed: int = 0) -> torch.Tensor:
+        """Images for the given labels from the EMA (default) or the raw generator, eval mode."""
+        model = self.ema.module if use_ema else self.generator
+        was_training = model.training
+        model.eval()
+        z = torch.randn(labels.shape[0], self.config.z_dim, generator=torch.Generator().manual_seed(seed))
+        images = model(z, labels)
+        model.train(was_training)
+        return images
