@@ -51,10 +51,12 @@ def clip_rows(gradients: torch.Tensor, clip_norm: float) -> tuple[torch.Tensor, 
     rows = gradients.flatten(1)
     if not bool(torch.isfinite(rows).all()):
         raise NonFiniteGradientError("gradient holds NaN or inf values; refusing to sanitize")
-    norms = rows.norm(dim=1)
+    # Norms in float64: a float32 row of norm > ~1e19 would overflow to inf and be zeroed.
+    norms = rows.double().norm(dim=1)
     # min(1, C / ||g||); a zero row stays zero (the clamp only avoids 0/0).
-    scale = (clip_norm / norms.clamp_min(torch.finfo(rows.dtype).tiny)).clamp(max=1.0)
-    return rows * scale.unsqueeze(1), norms
+    scale = (clip_norm / norms.clamp_min(torch.finfo(torch.float64).tiny)).clamp(max=1.0)
+    clipped = (rows.double() * scale.unsqueeze(1)).to(rows.dtype)
+    return clipped, norms.to(rows.dtype)
 
 
 def sanitize(
