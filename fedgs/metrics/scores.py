@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
-from scipy import linalg
 
 from fedgs.metrics.classifier import DomainClassifier, predict_in_batches
 
@@ -35,12 +34,12 @@ def frechet_distance(features_a: torch.Tensor, features_b: torch.Tensor) -> floa
     b = features_b.double().numpy()
     mu_a, mu_b = a.mean(0), b.mean(0)
     cov_a, cov_b = np.cov(a, rowvar=False), np.cov(b, rowvar=False)
-    covmean, _ = linalg.sqrtm(cov_a @ cov_b, disp=False)
-    if not np.isfinite(covmean).all():  # near-singular product: regularize as in the FID reference code
-        eps = 1e-6 * np.eye(cov_a.shape[0])
-        covmean = linalg.sqrtm((cov_a + eps) @ (cov_b + eps))
-    covmean = covmean.real
-    return float(((mu_a - mu_b) ** 2).sum() + np.trace(cov_a + cov_b - 2.0 * covmean))
+    # Tr((S_a S_b)^(1/2)) = sum of sqrt(eigenvalues of S_a S_b), which are real and >= 0 (the
+    # product is similar to a PSD matrix); this avoids sqrtm's trouble with singular covariances
+    # (dead ReLU features).
+    eigenvalues = np.linalg.eigvals(cov_a @ cov_b).real.clip(min=0.0)
+    trace_covmean = np.sqrt(eigenvalues).sum()
+    return float(((mu_a - mu_b) ** 2).sum() + np.trace(cov_a) + np.trace(cov_b) - 2.0 * trace_covmean)
 
 
 def label_agreement(probs: torch.Tensor, requested_labels: torch.Tensor) -> float:
