@@ -1,0 +1,74 @@
+"""Build a dataset folder once, reuse it afterwards.
+
+Why: decoding FEMNIST's JSON takes many seconds and every training process needs the data, so
+each loader's output is stored as Arrow under a cache dir (``FEDGS_CACHE``, default
+``~/.cache/fedgs``) in a folder named by a key over (loader, source file paths + sizes + mtimes,
+options, format version). Changing a source file or an option gives a new key, hence a rebuild;
+old folders are left alone and can be deleted by hand at any time.
+
+Writes are atomic: a build happens in a hidden temp folder next to the final one, which is
+renamed into place only when complete, so a crash never leaves a half-written cache, and two
+processes building the same key at once both end up with one valid folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fedgs.data.errors import DataError
+from fedgs.data.federated import FORMAT_VERSION, META_FILE
+
+CACHE_ENV = "FEDGS_CACHE"
+
+
+def cache_root(cache_dir: str | Path | None = None) -> Path:
+    """``cache_dir`` if given, else ``$FEDGS_CACHE``, else ``~/.cache/fedgs``."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "fedgs"
+
+
+def cache_key(loader: str, sources: Sequence[Path], options: Mapping[str, Any]) -> str:
+    """Key that changes when a source file or an option changes (file contents are not read)."""
+    files = []
+    for path in sources:
+        st = path.stat()
+        files.append([str(path.resolve()), st.st_size, st.st_mtime_ns])
+    payload = {
+        "loader": loader,
+        "format_version": FORMAT_VERSION,
+        "sources": sorted(files),
+        "options": dict(options),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def cached_folder(root: Path, loader: str, key: str, build: Callable[[Path], None]) -> Path:
+    """The folder for ``key`` under ``root``; ``build(tmp)`` fills it first if it is missing."""
+    final = root / f"{loader}-{key[:24]}"
+    if (final / META_FILE).is_file():
+        return final
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
+        tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
+    except OSError as err:
+        raise DataError(f"{root}: cannot create the data cache here ({err.strerror})") from err
+    try:
+        build(tmp)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            if not (final / META_FILE).is_file():  # not a concurrent build that won the race
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final

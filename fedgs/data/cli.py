@@ -1,0 +1,60 @@
+"""``fedgs data``: load a dataset (building its cache) and show what a run would get."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from fedgs.data.errors import DataError
+from fedgs.data.leaf import LABEL_MODES
+from fedgs.data.load import DATASET_NAMES, NATURAL, load_federated
+from fedgs.data.partition import PARTITIONS
+from fedgs.data.summary import format_summary, summarize
+
+EXIT_DATA_ERROR = 2
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``data`` subcommand to the ``fedgs`` parser."""
+    parser = subparsers.add_parser(
+        "data",
+        help="show clients, images and classes of a federated dataset",
+        description=(
+            "Load a federated dataset (parsing it once into the cache at $FEDGS_CACHE, default "
+            "~/.cache/fedgs) and print its clients, images per split, classes and per-client "
+            "sizes."
+        ),
+    )
+    parser.add_argument("--dataset", choices=DATASET_NAMES, default="embedded")
+    parser.add_argument(
+        "--data-dir", help="LEAF FEMNIST folder (femnist) or folder of IDX files (mnist)"
+    )
+    parser.add_argument("--labels", choices=LABEL_MODES, default="digits")
+    parser.add_argument(
+        "--clients",
+        type=int,
+        help="number of virtual clients (embedded: 50, mnist: 1000; femnist: one per writer)",
+    )
+    parser.add_argument("--partition", choices=(*PARTITIONS, NATURAL), help="default: iid")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the client partition")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        ds = load_federated(
+            args.dataset,
+            args.data_dir,
+            labels=args.labels,
+            num_clients=args.clients,
+            partition=args.partition,
+            seed=args.seed,
+        )
+    except DataError as err:
+        print(f"fedgs data: error: {err}", file=sys.stderr)
+        return EXIT_DATA_ERROR
+    summary = summarize(ds)
+    print(json.dumps(summary) if args.json else format_summary(summary))
+    return 0

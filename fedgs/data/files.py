@@ -1,0 +1,22 @@
+"""Reading a source file whole, gzipped or not, with errors that name the file."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+
+from fedgs.data.errors import DataError
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, gunzipped when its name ends in ``.gz``."""
+    try:
+        if path.name.endswith(".gz"):
+            with gzip.open(path, "rb") as fh:
+                return fh.read()
+        return path.read_bytes()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise DataError(f"{path}: damaged or truncated gzip file ({err})") from err
+    except OSError as err:
+        raise DataError(f"{path}: cannot read ({err.strerror or err})") from err

