@@ -1,0 +1,51 @@
+"""User-level privacy accounting for federated GS-WGAN (and DP-FedAvg).
+
+Mechanisms are dp-accounting events (``events``); accountants turn them into epsilon at the end
+(``accountants``: autodp-rdp, the paper's and the default; dp-accounting-rdp;
+dp-accounting-pld). ``PrivacyLedger`` tracks what each client answered. Every figure names its
+threat model: *untrusted-server* (no amplification; the run's epsilon is the most-queried
+client's) or *trusted-sampler* (amplification by secret uniform sampling, an assumption).
+
+Names are loaded on first use: autodp and dp-accounting take seconds to import, which neither
+the sanitizer nor the ``fedgs`` command line should pay for.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "Accountant": "accountants",
+    "ACCOUNTANT_NAMES": "accountants",
+    "DEFAULT_ACCOUNTANT": "accountants",
+    "UnsupportedEventError": "accountants",
+    "get_accountant": "accountants",
+    "calibrate_noise_multiplier": "calibration",
+    "THREAT_MODELS": "events",
+    "TRUSTED_SAMPLER": "events",
+    "UNTRUSTED_SERVER": "events",
+    "centralized_paper_event": "events",
+    "centralized_shared_step_event": "events",
+    "fedavg_round_event": "events",
+    "gswgan_query_event": "events",
+    "trusted_sampler_event": "events",
+    "untrusted_client_event": "events",
+    "PrivacyLedger": "ledger",
+    "centralized_shared_step_epsilon": "paper",
+    "paper_epsilon": "paper",
+    "simulate_query_counts": "sampling",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
