@@ -1,0 +1,90 @@
+"""Noise calibration: the smallest noise multiplier that meets a target epsilon.
+
+Epsilon falls monotonically as the noise multiplier grows (for every model here), so a
+bisection brackets the answer sigma* with epsilon(sigma*) <= target < epsilon(sigma* - tol).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from dp_accounting import dp_event
+
+from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, check_delta, get_accountant
+from fedgs.privacy.events import (
+    TRUSTED_SAMPLER,
+    UNTRUSTED_SERVER,
+    trusted_sampler_event,
+    untrusted_client_event,
+)
+
+Model = Literal["untrusted-server", "trusted-sampler"]
+DEFAULT_TOLERANCE = 1e-3
+
+
+def calibrate_noise_multiplier(
+    target_epsilon: float,
+    delta: float,
+    *,
+    batch_size: int,
+    queries_per_client: float | None = None,
+    steps: int | None = None,
+    clients: int | None = None,
+    clients_per_step: int = 1,
+    model: Model = UNTRUSTED_SERVER,
+    accountant: Accountant | str = DEFAULT_ACCOUNTANT,
+    tolerance: float = DEFAULT_TOLERANCE,
+    search_range: tuple[float, float] = (1e-2, 1e3),
+) -> float:
+    """Smallest noise multiplier sigma (within ``tolerance``) whose epsilon is <= target.
+
+    ``untrusted-server``: a client answering ``queries_per_client`` queries (use the
+    most-queried client's count for a run guarantee; a fractional expected count is allowed).
+    ``trusted-sampler``: ``steps`` steps, each sampling ``clients_per_step`` of ``clients``.
+    Returns the lower end of ``search_range`` if that already meets the target; raises
+    ValueError if even its upper end does not.
+    """
+    check_delta(delta)
+    if not target_epsilon > 0:
+        raise ValueError(f"target_epsilon must be positive, got {target_epsilon!r}")
+    if not tolerance > 0:
+        raise ValueError(f"tolerance must be positive, got {tolerance!r}")
+    low, high = search_range
+    if not 0 < low < high:
+        raise ValueError(f"search_range must satisfy 0 < low < high, got {search_range!r}")
+    acct = get_accountant(accountant)
+
+    if model == UNTRUSTED_SERVER:
+        if queries_per_client is None:
+            raise ValueError("the untrusted-server model needs queries_per_client")
+
+        def event(sigma: float) -> dp_event.DpEvent:
+            return untrusted_client_event({(sigma, batch_size): queries_per_client})
+
+    elif model == TRUSTED_SAMPLER:
+        if steps is None or clients is None:
+            raise ValueError("the trusted-sampler model needs steps and clients")
+
+        def event(sigma: float) -> dp_event.DpEvent:
+            return trusted_sampler_event(steps, clients, clients_per_step, sigma, batch_size)
+
+    else:
+        raise ValueError(f"model must be {UNTRUSTED_SERVER!r} or {TRUSTED_SAMPLER!r}")
+
+    def meets(sigma: float) -> bool:
+        return acct.epsilon(event(sigma), delta) <= target_epsilon
+
+    if not meets(high):
+        raise ValueError(
+            f"epsilon {target_epsilon} at delta {delta} is unreachable: even noise multiplier "
+            f"{high} gives epsilon {acct.epsilon(event(high), delta):.4g} ({model}, {acct.name})"
+        )
+    if meets(low):
+        return low
+    while high - low > tolerance:  # invariant: low misses the target, high meets it
+        middle = (low + high) / 2
+        if meets(middle):
+            high = middle
+        else:
+            low = middle
+    return high

@@ -1,0 +1,173 @@
+"""PrivacyLedger: per-client composition, max over clients, resume, budgets, reports."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from autodp import rdp_acct, rdp_bank
+from dp_accounting import dp_event
+from dp_accounting.rdp import rdp_privacy_accountant
+
+from fedgs.privacy import (
+    TRUSTED_SAMPLER,
+    UNTRUSTED_SERVER,
+    PrivacyLedger,
+    simulate_query_counts,
+)
+
+RDP = "dp-accounting-rdp"
+
+
+def direct_rdp_epsilon(rows_by_sigma: dict[float, int], delta: float) -> float:
+    acct = rdp_privacy_accountant.RdpAccountant()
+    for sigma, rows in rows_by_sigma.items():
+        acct.compose(dp_event.GaussianDpEvent(sigma), count=rows)
+    return acct.get_epsilon(delta)
+
+
+def test_client_epsilon_is_the_composition_of_its_queries():
+    ledger = PrivacyLedger()
+    for _ in range(7):
+        ledger.record_query("a", 1.07, 32)
+    for _ in range(3):
+        ledger.record_query("a", 2.0, 16)
+    ledger.record_query("b", 1.07, 32)
+    assert ledger.query_counts() == {"a": 10, "b": 1}
+    eps = ledger.epsilon_untrusted("a", 1e-5, RDP)
+    assert eps == pytest.approx(direct_rdp_epsilon({1.07: 7 * 32, 2.0: 3 * 16}, 1e-5))
+    # autodp by hand, as the paper's code would compose it
+    acct = rdp_acct.anaRDPacct()
+    acct.compose_mechanism(lambda a: rdp_bank.RDP_gaussian({"sigma": 1.07}, a), coeff=7 * 32)
+    acct.compose_mechanism(lambda a: rdp_bank.RDP_gaussian({"sigma": 2.0}, a), coeff=3 * 16)
+    assert ledger.epsilon_untrusted("a", 1e-5) == pytest.approx(acct.get_eps(1e-5))
+    assert ledger.epsilon_untrusted("never-asked", 1e-5) == 0.0
+
+
+def test_max_over_clients_matches_brute_force():
+    rng = np.random.default_rng(3)
+    ledger = PrivacyLedger()
+    for client in range(25):
+        for _ in range(rng.integers(0, 8)):
+            sigma = float(rng.choice([1.07, 1.5]))
+            ledger.record_query(f"c{client}", sigma, int(rng.choice([16, 32])))
+    for name in ("autodp-rdp", RDP, "dp-accounting-pld"):
+        brute = max((ledger.epsilon_untrusted(c, 1e-4, name), c) for c in ledger.query_counts())
+        eps, client = ledger.epsilon_untrusted_max(1e-4, name)
+        assert eps == pytest.approx(brute[0], rel=1e-6)
+        assert ledger.epsilon_untrusted(client, 1e-4, name) == pytest.approx(brute[0], rel=1e-6)
+
+
+def test_max_over_thousands_of_clients_and_30k_steps_is_fast():
+    counts = simulate_query_counts(3400, 30_000, 1, seed=1)
+    ledger = PrivacyLedger()
+    for client, n in enumerate(counts):
+        for _ in range(n):
+            ledger.record_query(str(client), 1.07, 32)
+    start = time.perf_counter()
+    eps, client = ledger.epsilon_untrusted_max(1e-5)
+    assert time.perf_counter() - start < 2.0
+    assert ledger.query_counts()[client] == counts.max()
+    direct = direct_rdp_epsilon({1.07: int(counts.max()) * 32}, 1e-5)
+    assert ledger.epsilon_untrusted_max(1e-5, RDP)[0] == pytest.approx(direct)
+    assert eps >= direct  # autodp's classic conversion is looser than dp-accounting's
+
+
+def test_json_round_trip_resumes_exactly():
+    ledger = PrivacyLedger()
+    for step in range(50):
+        client = f"writer_{step % 7}"
+        ledger.record_query(client, 1.07 if step % 3 else 0.9, 32)
+        ledger.record_step(1, 7, 1.07 if step % 3 else 0.9, 32)
+    restored = PrivacyLedger.from_json(ledger.to_json())
+    assert restored.to_dict() == ledger.to_dict()
+    assert restored.query_counts() == ledger.query_counts()
+    for name in ("autodp-rdp", RDP):
+        assert restored.epsilon_untrusted_max(1e-5, name) == ledger.epsilon_untrusted_max(
+            1e-5, name
+        )
+    assert restored.epsilon_trusted_sampler(1e-5, RDP) == ledger.epsilon_trusted_sampler(
+        1e-5, RDP
+    )
+    # continuing after a resume is the same as never stopping
+    ledger.record_query("writer_0", 1.07, 32)
+    restored.record_query("writer_0", 1.07, 32)
+    assert restored.epsilon_untrusted("writer_0", 1e-5) == ledger.epsilon_untrusted(
+        "writer_0", 1e-5
+    )
+    with pytest.raises(ValueError, match="version"):
+        PrivacyLedger.from_dict({"version": 99, "queries": {}, "steps": []})
+
+
+def test_trusted_sampler_aggregates_steps():
+    ledger = PrivacyLedger()
+    for _ in range(300):
+        ledger.record_step(2, 100, 1.07, 1)
+    expected = (
+        rdp_privacy_accountant.RdpAccountant(
+            neighboring_relation=rdp_privacy_accountant.NeighborRel.REPLACE_ONE
+        )
+        .compose(
+            dp_event.SampledWithoutReplacementDpEvent(100, 2, dp_event.GaussianDpEvent(1.07)),
+            count=300,
+        )
+        .get_epsilon(1e-5)
+    )
+    assert ledger.epsilon_trusted_sampler(1e-5, RDP) == pytest.approx(expected)
+    assert len(ledger.to_dict()["steps"]) == 1
+
+
+def test_would_exceed():
+    ledger = PrivacyLedger()
+    two, three = (direct_rdp_epsilon({1.07: n * 32}, 1e-5) for n in (2, 3))
+    budget = (two + three) / 2  # two queries fit, a third does not
+    assert not ledger.would_exceed("a", 1.07, 32, budget, 1e-5, RDP)
+    ledger.record_query("a", 1.07, 32)
+    assert not ledger.would_exceed("a", 1.07, 32, budget, 1e-5, RDP)
+    ledger.record_query("a", 1.07, 32)
+    assert ledger.would_exceed("a", 1.07, 32, budget, 1e-5, RDP)
+    assert not ledger.would_exceed("b", 1.07, 32, budget, 1e-5, RDP)
+
+
+def test_summary_names_threat_models_and_accountant():
+    ledger = PrivacyLedger()
+    for client, n in {"a": 3, "b": 5, "c": 1}.items():
+        for _ in range(n):
+            ledger.record_query(client, 1.07, 32)
+            ledger.record_step(1, 3, 1.07, 32)
+    summary = ledger.summary(1e-5, RDP)
+    assert summary["accountant"] == RDP and summary["delta"] == 1e-5
+    untrusted, trusted = summary["untrusted_server"], summary["trusted_sampler"]
+    assert untrusted["threat_model"] == UNTRUSTED_SERVER and untrusted["accountant"] == RDP
+    assert untrusted["client_id"] == "b"
+    assert untrusted["epsilon"] == pytest.approx(ledger.epsilon_untrusted("b", 1e-5, RDP))
+    assert trusted["threat_model"] == TRUSTED_SAMPLER and trusted["accountant"] == RDP
+    assert trusted["epsilon"] == pytest.approx(ledger.epsilon_trusted_sampler(1e-5, RDP))
+    assert summary["queries"] == {
+        "clients_queried": 3, "total": 9, "min": 1, "median": 3, "max": 5,
+    }
+    # PLD cannot do sampling without replacement: the report says so instead of failing
+    pld = ledger.summary(1e-5, "dp-accounting-pld")["trusted_sampler"]
+    assert pld["epsilon"] is None and "without replacement" in pld["error"]
+
+
+def test_record_validates():
+    ledger = PrivacyLedger()
+    with pytest.raises(ValueError):
+        ledger.record_query("a", -1.0, 32)
+    with pytest.raises(ValueError):
+        ledger.record_query("a", 1.0, 0)
+    with pytest.raises(ValueError):
+        ledger.record_step(5, 4, 1.0, 32)
+    assert ledger.query_counts() == {}
+
+
+@pytest.mark.parametrize("per_step", [1, 3])
+def test_simulated_counts(per_step):
+    counts = simulate_query_counts(50, 2_000, per_step, seed=7)
+    assert counts.shape == (50,) and counts.sum() == 2_000 * per_step
+    assert np.array_equal(counts, simulate_query_counts(50, 2_000, per_step, seed=7))
+    assert counts.max() > 2_000 * per_step / 50  # the worst client exceeds the mean
+    if per_step > 1:  # distinct clients within a step: nobody exceeds one query a step
+        assert simulate_query_counts(3, 100, 3, seed=0).tolist() == [100, 100, 100]
