@@ -1,0 +1,112 @@
+"""``fedgs privacy`` through its own ``register`` (independent of the other subcommands)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+from autodp import rdp_acct, rdp_bank
+
+from fedgs.privacy import cli, get_accountant, simulate_query_counts, untrusted_client_event
+
+PAPER_FEDERATED = [
+    "--clients", "866", "--steps", "30000", "--batch-size", "32",
+    "--noise-multiplier", "1.07", "--delta", "1.15e-3",
+]
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="fedgs")
+    cli.register(parser.add_subparsers(dest="command", required=True))
+    try:
+        args = parser.parse_args(["privacy", *argv])
+    except SystemExit as exit_:
+        return int(exit_.code)
+    return args.handler(args)
+
+
+def test_json_reports_every_threat_model(capsys):
+    assert run([*PAPER_FEDERATED, "--json", "--seed", "5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in (
+        "epsilon_untrusted_expected", "epsilon_untrusted_worst_client",
+        "epsilon_trusted_sampler", "epsilon_paper", "accountant",
+        "worst_client_queries", "expected_queries", "threat_models",
+    ):
+        assert key in out
+    assert out["accountant"] == "autodp-rdp"
+    assert out["epsilon_paper"] == pytest.approx(598.6, abs=1.0)
+    assert out["expected_queries"] == pytest.approx(30000 / 866)
+    worst = int(simulate_query_counts(866, 30000, 1, seed=5).max())
+    assert out["worst_client_queries"] == worst
+    acct = rdp_acct.anaRDPacct()
+    acct.compose_mechanism(lambda a: rdp_bank.RDP_gaussian({"sigma": 1.07}, a), coeff=32 * worst)
+    assert out["epsilon_untrusted_worst_client"] == pytest.approx(acct.get_eps(1.15e-3))
+    assert out["epsilon_untrusted_worst_client"] > out["epsilon_untrusted_expected"]
+    assert out["threat_models"]["epsilon_untrusted_worst_client"] == "untrusted-server"
+    assert out["threat_models"]["epsilon_trusted_sampler"] == "trusted-sampler"
+
+
+def test_centralized_setting_reports_the_papers_ten(capsys):
+    argv = [
+        "--clients", "1000", "--steps", "20000", "--batch-size", "32",
+        "--noise-multiplier", "1.07", "--delta", "1e-5", "--setting", "centralized", "--json",
+    ]
+    assert run(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["epsilon_paper"] == pytest.approx(9.99, abs=0.05)
+
+
+def test_text_output_labels_each_number(capsys):
+    assert run([*PAPER_FEDERATED, "--accountant", "dp-accounting-pld"]) == 0
+    text = capsys.readouterr().out
+    assert text.count("[dp-accounting-pld]") == 3 and "[autodp-rdp]" in text
+    assert "untrusted-server, most-queried client" in text and "trusted-sampler" in text
+    assert "n/a" in text  # PLD has no sampling without replacement
+
+
+def test_target_epsilon_calibrates_for_the_worst_client(capsys):
+    argv = [
+        "--clients", "100", "--steps", "500", "--batch-size", "4", "--delta", "1e-5",
+        "--target-epsilon", "8", "--accountant", "dp-accounting-rdp", "--json",
+    ]
+    assert run(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    worst = int(simulate_query_counts(100, 500, 1, seed=0).max())
+    assert out["worst_client_queries"] == worst and out["threat_model"] == "untrusted-server"
+    acct = get_accountant("dp-accounting-rdp")
+
+    def eps(sigma: float) -> float:
+        return acct.epsilon(untrusted_client_event({(sigma, 4): worst}), 1e-5)
+
+    assert eps(out["noise_multiplier"]) <= 8 < eps(out["noise_multiplier"] - out["tolerance"])
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"--clients": "-3"},
+        {"--steps": "0"},
+        {"--batch-size": "zero"},
+        {"--noise-multiplier": "0"},
+        {"--delta": "1"},
+        {"--delta": "0"},
+        {"--clients-per-step": "900"},
+        {"--accountant": "moments"},
+        {"--noise-multiplier": None},
+        {"--seed": "-1"},
+    ],
+)
+def test_bad_arguments_exit_2(change, capsys):
+    args = dict(zip(PAPER_FEDERATED[::2], PAPER_FEDERATED[1::2], strict=True))
+    args.update(change)
+    argv = [part for key, value in args.items() if value is not None for part in (key, value)]
+    assert run(argv) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_help_explains_the_threat_models(capsys):
+    assert run(["--help"]) == 0
+    text = capsys.readouterr().out
+    assert "untrusted-server" in text and "trusted-sampler" in text and "--target-epsilon" in text
