@@ -90,8 +90,19 @@ def test_gaussian_rdp_closed_form():
     sigma, batch = 1.3, 8
     acct = rdp_privacy_accountant.RdpAccountant()
     acct.compose(untrusted_client_event({(sigma, batch): 3}))
-    np.testing.assert_allclose(acct._rdp, 3 * acct._orders * batch / (2 * sigma**2), rtol=1e-9)
+    np.testing.assert_allclose(acct.rdp, 3 * acct.orders * batch / (2 * sigma**2), rtol=1e-9)
     assert gswgan_query_event(sigma, batch).noise_multiplier == pytest.approx(sigma / 8**0.5)
+
+
+@pytest.mark.parametrize("queries", [1, 34.64, 55])
+def test_autodp_is_the_classic_rdp_conversion_of_the_gaussian(queries):
+    # min over alpha of alpha*c + log(1/delta)/(alpha-1), c = queries*B/(2 sigma^2):
+    # c + 2 sqrt(c log(1/delta))  (the brief's sanity check: ~598.5 for the paper)
+    delta = 1.15e-3
+    c = queries * 32 / (2 * 1.07**2)
+    closed = c + 2 * math.sqrt(c * math.log(1 / delta))
+    event = untrusted_client_event({(1.07, 32): queries})
+    assert get_accountant(AUTODP).epsilon(event, delta) == pytest.approx(closed, rel=1e-6)
 
 
 def test_fractional_count_interpolates_linearly_in_rdp():

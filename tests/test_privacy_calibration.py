@@ -48,7 +48,9 @@ def test_trusted_sampler_calibration_hits_the_target():
 
 def test_more_queries_need_more_noise():
     sigmas = [
-        calibrate_noise_multiplier(8.0, 1e-5, batch_size=32, queries_per_client=n, tolerance=0.01)
+        calibrate_noise_multiplier(
+            8.0, 1e-5, batch_size=32, queries_per_client=n, model="untrusted", tolerance=0.01
+        )
         for n in (10, 40)
     ]
     assert sigmas[0] < sigmas[1]

@@ -18,7 +18,7 @@ from fedgs.privacy.events import (
     untrusted_client_event,
 )
 
-Model = Literal["untrusted-server", "trusted-sampler"]
+Model = Literal["untrusted-server", "untrusted", "trusted-sampler"]
 DEFAULT_TOLERANCE = 1e-3
 
 
@@ -38,8 +38,9 @@ def calibrate_noise_multiplier(
 ) -> float:
     """Smallest noise multiplier sigma (within ``tolerance``) whose epsilon is <= target.
 
-    ``untrusted-server``: a client answering ``queries_per_client`` queries (use the
-    most-queried client's count for a run guarantee; a fractional expected count is allowed).
+    ``untrusted-server`` (or ``untrusted``): a client answering ``queries_per_client``
+    queries (use the most-queried client's count for a run guarantee; a fractional expected
+    count is allowed).
     ``trusted-sampler``: ``steps`` steps, each sampling ``clients_per_step`` of ``clients``.
     Returns the lower end of ``search_range`` if that already meets the target; raises
     ValueError if even its upper end does not.
@@ -53,6 +54,7 @@ def calibrate_noise_multiplier(
     if not 0 < low < high:
         raise ValueError(f"search_range must satisfy 0 < low < high, got {search_range!r}")
     acct = get_accountant(accountant)
+    model = UNTRUSTED_SERVER if model == "untrusted" else model
 
     if model == UNTRUSTED_SERVER:
         if queries_per_client is None:
