@@ -117,8 +117,13 @@ def save_federated(
         raise ValueError("train_counts must have one entry per client")
     path.mkdir(parents=True, exist_ok=True)
     with _quiet_datasets():
-        _arrow_dataset(arrays.train_pixels, arrays.train_labels).save_to_disk(str(path / "train"))
-        _arrow_dataset(arrays.test_pixels, arrays.test_labels).save_to_disk(str(path / "test"))
+        # one Arrow file per split: memory-mapped anyway, and an empty split still gets a file
+        # (with the default sharding, an empty split is saved as no file and cannot be loaded)
+        for split, pixels, labels in (
+            ("train", arrays.train_pixels, arrays.train_labels),
+            ("test", arrays.test_pixels, arrays.test_labels),
+        ):
+            _arrow_dataset(pixels, labels).save_to_disk(str(path / split), num_shards=1)
     meta = {
         "format_version": FORMAT_VERSION,
         "name": name,
@@ -132,6 +137,27 @@ def save_federated(
         "info": info,
     }
     (path / META_FILE).write_text(json.dumps(meta))
+
+
+def read_client_arrays(path: Path) -> tuple[ClientArrays, dict[str, Any]]:
+    """Everything a `save_federated` folder holds, as arrays again, with its ``info``.
+
+    For deriving one stored dataset from another (e.g. a FEMNIST label mode from all writers)
+    without parsing the original source again.
+    """
+    ds = FederatedDataset.load(path)
+    train_pixels, train_labels = _read_rows(ds._train, [(0, len(ds._train))])
+    test_pixels, test_labels = _read_rows(ds._test, [(0, len(ds._test))])
+    arrays = ClientArrays(
+        client_ids=ds.client_ids,
+        train_pixels=train_pixels,
+        train_labels=train_labels,
+        train_counts=np.diff(ds.train_offsets),
+        test_pixels=test_pixels,
+        test_labels=test_labels,
+        test_counts=None if ds.test_offsets is None else np.diff(ds.test_offsets),
+    )
+    return arrays, ds.info
 
 
 def _to_tensors(pixels: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:

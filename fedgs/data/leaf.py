@@ -20,6 +20,8 @@ Label modes: ``digits`` keeps y < 10 (10 classes), ``merged36`` keeps digits and
 with upper-case letters (y 36..61 -> y - 26; 36 classes), ``all62`` keeps all 62 classes.
 Clients are the writers with at least one training image after label filtering; writers with
 only test images stay in the evaluation set, and the counts of both are reported in ``info``.
+The JSON is parsed once per source (`read_leaf`: all writers, all labels; the loader caches it)
+and each label mode is derived from that (`select_labels`), so switching modes costs no parse.
 """
 
 from __future__ import annotations
@@ -182,23 +184,6 @@ def read_shard(path: Path) -> dict[str, UserData]:
     return out
 
 
-def _relabel(labels: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
-    """(keep mask, new labels) for a label mode."""
-    if mode == "digits":
-        return labels < 10, labels
-    if mode == "merged36":
-        return np.ones(labels.shape, bool), np.where(labels >= 36, labels - 26, labels)
-    return np.ones(labels.shape, bool), labels
-
-
-def _filtered(data: UserData | None, mode: str) -> UserData:
-    if data is None:
-        return np.zeros((0, PIXELS), np.uint8), np.zeros(0, np.int64)
-    pixels, labels = data
-    keep, new = _relabel(labels, mode)
-    return pixels[keep], new[keep]
-
-
 def choose_copies(parts: dict[tuple[str, str], dict[str, UserData]]) -> dict[str, str]:
     """User id -> the one copy to take that writer from.
 
@@ -221,19 +206,20 @@ def choose_copies(parts: dict[tuple[str, str], dict[str, UserData]]) -> dict[str
     return chosen
 
 
-def _stack(users: list[str], data: dict[str, UserData]) -> UserData:
-    if not users:
+def _stack(users: list[str], data: dict[str, UserData | None]) -> UserData:
+    present = [d for d in (data[u] for u in users) if d is not None]
+    if not present:
         return np.zeros((0, PIXELS), np.uint8), np.zeros(0, np.int64)
-    return np.concatenate([data[u][0] for u in users]), np.concatenate([data[u][1] for u in users])
+    return np.concatenate([d[0] for d in present]), np.concatenate([d[1] for d in present])
 
 
-def read_leaf(shards: list[Shard], labels: str = "digits") -> tuple[ClientArrays, dict[str, Any]]:
-    """Read, deduplicate and label-filter ``shards`` (from `find_shards`).
+def read_leaf(shards: list[Shard]) -> tuple[ClientArrays, dict[str, Any]]:
+    """Read and deduplicate ``shards`` (from `find_shards`): every writer, all 62 labels.
 
-    Returns the client arrays (clients sorted by user id) and a report for the user.
+    One "client" per distinct writer, sorted by user id, with its train and test rows from the
+    copy `choose_copies` picked; writers without a train split have zero train rows here.
+    `select_labels` turns this into the clients of a label mode. Also returns a report.
     """
-    if labels not in LABEL_MODES:
-        raise DataError(f"unknown label mode {labels!r}; choose one of {', '.join(LABEL_MODES)}")
     # (copy, split) -> user -> data; a user twice in one copy and split keeps its first shard
     parts: dict[tuple[str, str], dict[str, UserData]] = {}
     for shard in tqdm(shards, desc="Reading LEAF shards", unit="shard"):
@@ -242,35 +228,82 @@ def read_leaf(shards: list[Shard], labels: str = "digits") -> tuple[ClientArrays
             part.setdefault(user, data)
 
     chosen = choose_copies(parts)
-    train = {u: _filtered(parts.get((c, "train"), {}).get(u), labels) for u, c in chosen.items()}
-    test = {u: _filtered(parts.get((c, "test"), {}).get(u), labels) for u, c in chosen.items()}
     users = sorted(chosen)
-    clients = [u for u in users if len(train[u][1])]
-    others = [u for u in users if not len(train[u][1]) and len(test[u][1])]
-    train_pixels, train_labels = _stack(clients, train)
-    test_pixels, test_labels = _stack(clients + others, test)
+    train = {u: parts.get((chosen[u], "train"), {}).get(u) for u in users}
+    test = {u: parts.get((chosen[u], "test"), {}).get(u) for u in users}
+    train_pixels, train_labels = _stack(users, train)
+    test_pixels, test_labels = _stack(users, test)
     arrays = ClientArrays(
-        client_ids=clients,
+        client_ids=users,
         train_pixels=train_pixels,
         train_labels=train_labels,
-        train_counts=np.array([len(train[u][1]) for u in clients], np.int64),
+        train_counts=np.array([0 if train[u] is None else len(train[u][1]) for u in users]),
         test_pixels=test_pixels,
         test_labels=test_labels,
-        test_counts=np.array([len(test[u][1]) for u in clients], np.int64),
+        test_counts=np.array([0 if test[u] is None else len(test[u][1]) for u in users]),
     )
     copies = {copy for copy, _ in parts}
     appearances = sum(
         len({u for (c, _), p in parts.items() if c == copy for u in p}) for copy in copies
     )
-    with_train = sum(1 for u, c in chosen.items() if u in parts.get((c, "train"), {}))
     info = {
         "copies": len(copies),
         "shards": len(shards),
-        "writers": len(chosen),
-        "writers_with_train_split": with_train,
-        "writers_test_only": len(chosen) - with_train,
-        "writers_dropped_by_labels": with_train - len(clients),
         "duplicate_writer_copies_skipped": appearances - len(chosen),
-        "test_images_of_non_clients": sum(len(test[u][1]) for u in others),
+    }
+    return arrays, info
+
+
+def _relabel(labels: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """(keep mask, new labels) of LEAF labels 0..61 in a label mode."""
+    if mode == "digits":
+        return labels < 10, labels
+    if mode == "merged36":
+        return np.ones(labels.shape, bool), np.where(labels >= 36, labels - 26, labels)
+    if mode == "all62":
+        return np.ones(labels.shape, bool), labels
+    raise DataError(f"unknown label mode {mode!r}; choose one of {', '.join(LABEL_MODES)}")
+
+
+def select_labels(writers: ClientArrays, mode: str) -> tuple[ClientArrays, dict[str, Any]]:
+    """The clients of label mode ``mode`` from `read_leaf`'s writers.
+
+    Clients are the writers with at least one train image left; the test rows of the others
+    (test-only writers, writers without images of these classes) follow the clients' test rows,
+    so they stay in the evaluation set. Also returns the writer counts for the report.
+    """
+    assert writers.test_counts is not None
+    num_writers = len(writers.client_ids)
+
+    def kept(pixels: np.ndarray, labels: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, ...]:
+        keep, new = _relabel(labels, mode)
+        owner = np.repeat(np.arange(num_writers), counts)
+        return pixels[keep], new[keep], owner[keep]
+
+    train_pixels, train_labels, train_owner = kept(
+        writers.train_pixels, writers.train_labels, writers.train_counts
+    )
+    test_pixels, test_labels, test_owner = kept(
+        writers.test_pixels, writers.test_labels, writers.test_counts
+    )
+    train_counts = np.bincount(train_owner, minlength=num_writers)
+    is_client = train_counts > 0
+    test_order = np.argsort(~is_client[test_owner], kind="stable")  # clients' rows first
+    with_train = int(np.count_nonzero(writers.train_counts))
+    arrays = ClientArrays(
+        client_ids=[w for w, keep in zip(writers.client_ids, is_client, strict=True) if keep],
+        train_pixels=train_pixels,  # rows of writers without train images are all gone
+        train_labels=train_labels,
+        train_counts=train_counts[is_client],
+        test_pixels=test_pixels[test_order],
+        test_labels=test_labels[test_order],
+        test_counts=np.bincount(test_owner, minlength=num_writers)[is_client],
+    )
+    info = {
+        "writers": num_writers,
+        "writers_with_train_split": with_train,
+        "writers_test_only": num_writers - with_train,
+        "writers_dropped_by_labels": with_train - int(is_client.sum()),
+        "test_images_of_non_clients": int(np.count_nonzero(~is_client[test_owner])),
     }
     return arrays, info

