@@ -1,1 +1,1 @@
-"""Client side of fedgs (Flower ClientApp with private discriminators); filled by the Flower issues."""
+"""Client side of fedgs: the Flower ClientApp, one private critic per writer."""

@@ -16,6 +16,7 @@ _SUBCOMMAND_MODULES: tuple[str, ...] = (
     "fedgs.data.cli",
     "fedgs.privacy.cli",
     "fedgs.training.cli",
+    "fedgs.simulations.cli",
 )
 
 

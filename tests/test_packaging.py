@@ -15,9 +15,21 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.slow
 def test_wheel_installs_one_namespace(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path), str(ROOT)],
-        check=True, capture_output=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
     )
     (wheel,) = tmp_path.glob("fedgs-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -33,4 +45,7 @@ def test_subpackages_import_from_the_fedgs_namespace() -> None:
     import fedgs.simulations
 
     assert Path(fedgs.server.__file__).parent.name == "server"
-    assert fedgs.client.__name__ == "fedgs.client" and fedgs.simulations.__name__ == "fedgs.simulations"
+    assert (
+        fedgs.client.__name__ == "fedgs.client"
+        and fedgs.simulations.__name__ == "fedgs.simulations"
+    )

@@ -125,9 +125,10 @@ def _pixels(x: Any, where: str) -> np.ndarray:
         if not isinstance(x, list):
             raise DataError(f"{where}: 'x' must be a list of images")
         for i, row in enumerate(x):
-            if not isinstance(row, list) or len(row) != PIXELS:
-                size = len(row) if isinstance(row, list) else type(row).__name__
-                raise DataError(f"{where}: image {i} has {size} values, expected {PIXELS} (28x28)")
+            if not isinstance(row, list):
+                raise DataError(f"{where}: image {i} is not a list of {PIXELS} numbers")
+            if len(row) != PIXELS:
+                raise DataError(f"{where}: image {i} has {len(row)} values, expected {PIXELS}")
         raise DataError(f"{where}: 'x' holds values that are not numbers")
     if not np.all((values >= 0.0) & (values <= 1.0)):
         raise DataError(f"{where}: pixel values must lie in [0, 1] (LEAF scale)")
@@ -161,9 +162,11 @@ def read_shard(path: Path) -> dict[str, UserData]:
         raise DataError(f"{path}: 'user_data' must be an object keyed by user id")
     if len(users) != len(num_samples):
         raise DataError(f"{path}: {len(users)} users but {len(num_samples)} num_samples entries")
+    if not all(isinstance(user, str) for user in users):
+        raise DataError(f"{path}: user ids in 'users' must be strings")
     if len(set(users)) != len(users):
         raise DataError(f"{path}: a user id is listed twice in 'users'")
-    if set(user_data) != set(map(str, users)):
+    if set(user_data) != set(users):
         raise DataError(f"{path}: 'users' and the keys of 'user_data' differ")
     out: dict[str, UserData] = {}
     for user, count in zip(users, num_samples, strict=True):

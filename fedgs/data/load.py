@@ -104,12 +104,10 @@ def _femnist(
     shards = leaf.find_shards(_required_dir("femnist", data_dir))
     sources = [s.path for s in shards]
 
-    def writers() -> tuple[ClientArrays, dict[str, Any]]:
-        # every writer with all 62 labels: parsed once, shared by all label modes
-        return leaf.read_leaf(shards)
-
     def label_mode() -> tuple[ClientArrays, dict[str, Any]]:
-        folder = _cached_folder(root, "femnist-writers", sources, {}, writers, num_classes=62)
+        # every writer with all 62 labels, parsed once and shared by all label modes
+        parse = partial(leaf.read_leaf, shards)
+        folder = _cached_folder(root, "femnist-writers", sources, {}, parse, num_classes=62)
         all_writers, parse_info = read_client_arrays(folder)
         arrays, info = leaf.select_labels(all_writers, labels)
         return arrays, {**parse_info, **info}

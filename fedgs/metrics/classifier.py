@@ -27,10 +27,16 @@ class DomainClassifier(nn.Module):
         super().__init__()
         self.num_classes = num_classes
         self.body = nn.Sequential(
-            nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(), nn.Dropout(0.25),
-            nn.Linear(64 * 7 * 7, self.feature_dim), nn.ReLU(),
+            nn.Conv2d(1, 32, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Dropout(0.25),
+            nn.Linear(64 * 7 * 7, self.feature_dim),
+            nn.ReLU(),
         )
         self.head = nn.Sequential(nn.Dropout(0.25), nn.Linear(self.feature_dim, num_classes))
 
@@ -102,7 +108,11 @@ def load_or_train_classifier(
     epochs: int = 3,
 ) -> DomainClassifier:
     """The classifier for a dataset fingerprint: from the cache, or trained and then cached."""
-    path = (cache_dir or default_cache_dir()) / "classifiers" / f"{fingerprint}-{_CACHE_VERSION}-e{epochs}.pt"
+    path = (
+        (cache_dir or default_cache_dir())
+        / "classifiers"
+        / f"{fingerprint}-{_CACHE_VERSION}-e{epochs}.pt"
+    )
     model = DomainClassifier(num_classes)
     if path.exists():
         model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))

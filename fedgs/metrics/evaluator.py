@@ -42,7 +42,10 @@ class GeneratorEvaluator:
     ) -> GeneratorEvaluator:
         classifier = load_or_train_classifier(fingerprint, *train, num_classes, cache_dir=cache_dir)
         return cls(
-            classifier, test[0][:num_samples], num_classes, num_samples,
+            classifier,
+            test[0][:num_samples],
+            num_classes,
+            num_samples,
             classifier_test_accuracy=accuracy(classifier, *test),
         )
 

@@ -39,7 +39,9 @@ def frechet_distance(features_a: torch.Tensor, features_b: torch.Tensor) -> floa
     # (dead ReLU features).
     eigenvalues = np.linalg.eigvals(cov_a @ cov_b).real.clip(min=0.0)
     trace_covmean = np.sqrt(eigenvalues).sum()
-    return float(((mu_a - mu_b) ** 2).sum() + np.trace(cov_a) + np.trace(cov_b) - 2.0 * trace_covmean)
+    return float(
+        ((mu_a - mu_b) ** 2).sum() + np.trace(cov_a) + np.trace(cov_b) - 2.0 * trace_covmean
+    )
 
 
 def label_agreement(probs: torch.Tensor, requested_labels: torch.Tensor) -> float:

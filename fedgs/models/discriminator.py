@@ -9,7 +9,6 @@ the sanitizer relies on. At width 64 the network has ~1.07M parameters as in the
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.parametrizations import spectral_norm
 

@@ -26,7 +26,9 @@ class _UpBlock(nn.Module):
         self.bn2 = nn.BatchNorm2d(out_channels)
         self.conv2 = nn.Conv2d(out_channels, out_channels, 3, padding=1)
         self.shortcut = (
-            nn.Identity() if in_channels == out_channels else nn.Conv2d(in_channels, out_channels, 1)
+            nn.Identity()
+            if in_channels == out_channels
+            else nn.Conv2d(in_channels, out_channels, 1)
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -45,7 +47,9 @@ class ConditionalResNetGenerator(nn.Module):
         self.width = width
         self.fc = nn.Linear(z_dim + num_classes, 4 * width * _START_SIZE * _START_SIZE)
         self.blocks = nn.Sequential(
-            _UpBlock(4 * width, 4 * width), _UpBlock(4 * width, 2 * width), _UpBlock(2 * width, width)
+            _UpBlock(4 * width, 4 * width),
+            _UpBlock(4 * width, 2 * width),
+            _UpBlock(2 * width, width),
         )
         self.bn = nn.BatchNorm2d(width)
         self.to_image = nn.Conv2d(width, 1, 3, padding=1)

@@ -49,7 +49,9 @@ def critic_loss(
 ) -> CriticLoss:
     """WGAN-GP critic loss on one real and one fake batch of equal size."""
     if real.shape[0] != fake.shape[0]:
-        raise ValueError(f"real and fake batches differ in size: {real.shape[0]} vs {fake.shape[0]}")
+        raise ValueError(
+            f"real and fake batches differ in size: {real.shape[0]} vs {fake.shape[0]}"
+        )
     fake = fake.detach()
     real_scores = critic(real, real_labels)
     fake_scores = critic(fake, fake_labels)

@@ -53,6 +53,19 @@ class PrivateCritic:
             self.critic = ConditionalDCGANDiscriminator(num_classes, config.critic_width)
         self.optimizer = _adam(self.critic.parameters(), config.lr_critic, config)
 
+    def state_dict(self) -> dict[str, object]:
+        """What must survive between queries: weights, optimizer moments, batch-sampling RNG."""
+        return {
+            "critic": self.critic.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": self.rng.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        self.critic.load_state_dict(state["critic"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.rng.set_state(state["rng"])
+
     def _real_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """A batch drawn with replacement, so writers with fewer than B images still work."""
         idx = torch.randint(self.images.shape[0], (self.config.batch_size,), generator=self.rng)
@@ -61,8 +74,13 @@ class PrivateCritic:
     def _critic_step(self, fake: torch.Tensor, fake_labels: torch.Tensor) -> tuple[float, float]:
         real, real_labels = self._real_batch()
         result = critic_loss(
-            self.critic, real, real_labels, fake, fake_labels,
-            self.config.gp_weight, self.config.drift_weight,
+            self.critic,
+            real,
+            real_labels,
+            fake,
+            fake_labels,
+            self.config.gp_weight,
+            self.config.drift_weight,
         )
         self.optimizer.zero_grad(set_to_none=True)
         result.loss.backward()
@@ -106,7 +124,9 @@ class LocalGenerator:
         self.config = config
         self.num_classes = num_classes
         self.rng = rng
-        self.generator = ConditionalResNetGenerator(num_classes, config.z_dim, config.generator_width)
+        self.generator = ConditionalResNetGenerator(
+            num_classes, config.z_dim, config.generator_width
+        )
         self.optimizer = _adam(self.generator.parameters(), config.lr_generator, config)
 
     def _latent(self) -> tuple[torch.Tensor, torch.Tensor]:

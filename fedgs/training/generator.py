@@ -58,11 +58,13 @@ class GeneratorTrainer:
         answer_batch = self.generator(z, y)
         self._pending = answer_batch
         queries = []
-        for k, (x, labels) in enumerate(zip(answer_batch.detach().split(b), y.split(b), strict=True)):
+        for k, (x, labels) in enumerate(
+            zip(answer_batch.detach().split(b), y.split(b), strict=True)
+        ):
             rows = slice(k * (n_dis - 1), (k + 1) * (n_dis - 1))
-            queries.append(GeneratorQuery(
-                images=[*warmup[rows], x], labels=[*warmup_labels[rows], labels]
-            ))
+            queries.append(
+                GeneratorQuery(images=[*warmup[rows], x], labels=[*warmup_labels[rows], labels])
+            )
         return queries
 
     def apply(self, gradients: list[torch.Tensor | None]) -> int:
@@ -92,7 +94,9 @@ class GeneratorTrainer:
         model = self.ema.module if use_ema else self.generator
         was_training = model.training
         model.eval()
-        z = torch.randn(labels.shape[0], self.config.z_dim, generator=torch.Generator().manual_seed(seed))
+        z = torch.randn(
+            labels.shape[0], self.config.z_dim, generator=torch.Generator().manual_seed(seed)
+        )
         images = model(z, labels)
         model.train(was_training)
         return images

@@ -25,8 +25,16 @@ class GSWGANConfig:
     critic_width: int = 64
 
     def __post_init__(self) -> None:
-        positive = ("batch_size", "z_dim", "critic_steps", "lr_generator", "lr_critic",
-                    "clip_norm", "generator_width", "critic_width")
+        positive = (
+            "batch_size",
+            "z_dim",
+            "critic_steps",
+            "lr_generator",
+            "lr_critic",
+            "clip_norm",
+            "generator_width",
+            "critic_width",
+        )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")

@@ -23,10 +23,15 @@ from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.hparams import GSWGANConfig
 from fedgs.training.run_dir import RunDirectory
 
-
 _METRIC_COLUMNS = (
-    "step", "critic_loss", "seconds", "epsilon_untrusted",
-    "inception_score", "fid_domain", "label_agreement", "num_samples",
+    "step",
+    "critic_loss",
+    "seconds",
+    "epsilon_untrusted",
+    "inception_score",
+    "fid_domain",
+    "label_agreement",
+    "num_samples",
 )
 
 
@@ -45,15 +50,15 @@ class LocalRunOptions:
 @dataclass(frozen=True)
 class LocalRunResult:
     steps: int
-    epsilon_untrusted: float
-    epsilon_trusted_sampler: float
     initial_scores: GeneratorScores
     final_scores: GeneratorScores
     run_dir: Path
 
 
 def _sample_grid(trainer: GeneratorTrainer, run_dir: RunDirectory, step: int) -> Path:
-    return save_class_grid(trainer.sample, trainer.num_classes, run_dir.samples / f"step_{step:06d}.png")
+    return save_class_grid(
+        trainer.sample, trainer.num_classes, run_dir.samples / f"step_{step:06d}.png"
+    )
 
 
 def run_local_gswgan(
@@ -68,21 +73,32 @@ def run_local_gswgan(
             f"clients per step ({options.clients_per_step}) exceeds clients ({dataset.num_clients})"
         )
     run_dir = RunDirectory(out_dir)
-    run_dir.write_json(run_dir.config_json, {
-        "runner": "local", "dataset": dataset.name, "num_clients": dataset.num_clients,
-        "gswgan": config.to_dict(), "options": asdict(options),
-    })
+    run_dir.write_json(
+        run_dir.config_json,
+        {
+            "runner": "local",
+            "dataset": dataset.name,
+            "num_clients": dataset.num_clients,
+            "gswgan": config.to_dict(),
+            "options": asdict(options),
+        },
+    )
     accountant = get_accountant(options.accountant)
     evaluator = GeneratorEvaluator.for_dataset(
-        dataset.fingerprint, dataset.train_arrays(), dataset.test_arrays(),
-        dataset.num_classes, options.eval_samples,
+        dataset.fingerprint,
+        dataset.train_arrays(),
+        dataset.test_arrays(),
+        dataset.num_classes,
+        options.eval_samples,
     )
     trainer = GeneratorTrainer(dataset.num_classes, config, seed=options.seed)
     initial_scores = evaluator.score(trainer.sample)
 
     critics = []
     for k in tqdm(range(dataset.num_clients), desc="warm start", unit="client"):
-        critic = PrivateCritic(*dataset.client_train(k), dataset.num_classes, config, seed=options.seed + k)
+        critic = PrivateCritic(
+            *dataset.client_train(k), dataset.num_classes, config, seed=options.seed + k
+        )
         critic.warm_start(options.warm_start_steps)
         critics.append(critic)
 
@@ -93,36 +109,59 @@ def run_local_gswgan(
     started = time.perf_counter()
     with tqdm(total=options.steps, desc="GS-WGAN", unit="step") as bar:
         for step in range(1, options.steps + 1):
-            chosen = torch.randperm(dataset.num_clients, generator=choose)[: options.clients_per_step]
+            chosen = torch.randperm(dataset.num_clients, generator=choose)[
+                : options.clients_per_step
+            ]
             queries = trainer.propose(len(chosen))
             replies, critic_losses = [], []
             for k, query in zip(chosen.tolist(), queries, strict=True):
                 stats = critics[k].train_on(list(zip(query.images, query.labels, strict=True)))
                 replies.append(critics[k].answer(query.images[-1], query.labels[-1], noise).values)
-                ledger.record_query(dataset.client_ids[k], config.noise_multiplier, config.batch_size)
+                ledger.record_query(
+                    dataset.client_ids[k], config.noise_multiplier, config.batch_size
+                )
                 critic_losses.append(stats.loss)
-            ledger.record_step(len(chosen), dataset.num_clients, config.noise_multiplier, config.batch_size)
+            ledger.record_step(
+                len(chosen), dataset.num_clients, config.noise_multiplier, config.batch_size
+            )
             trainer.apply(replies)
-            row = dict.fromkeys(_METRIC_COLUMNS) | {"step": step, "critic_loss": sum(critic_losses) / len(critic_losses),
-                   "seconds": time.perf_counter() - started}
+            row = dict.fromkeys(_METRIC_COLUMNS) | {
+                "step": step,
+                "critic_loss": sum(critic_losses) / len(critic_losses),
+                "seconds": time.perf_counter() - started,
+            }
             if step % options.eval_every == 0 or step == options.steps:
                 scores = evaluator.score(trainer.sample)
                 _sample_grid(trainer, run_dir, step)
                 epsilon, _ = ledger.epsilon_untrusted_max(options.delta, accountant)
                 row |= scores.to_dict() | {"epsilon_untrusted": epsilon}
-                bar.set_postfix(eps=f"{epsilon:.1f}", fid=f"{scores.fid_domain:.1f}",
-                                agree=f"{scores.label_agreement:.2f}")
+                bar.set_postfix(
+                    eps=f"{epsilon:.1f}",
+                    fid=f"{scores.fid_domain:.1f}",
+                    agree=f"{scores.label_agreement:.2f}",
+                )
             run_dir.append_metrics(row)
             bar.update()
 
-    summary = ledger.summary(options.delta, accountant)
-    run_dir.write_json(run_dir.privacy_json, summary)
-    torch.save({"generator": trainer.generator.state_dict(), "ema": trainer.ema.module.state_dict(),
-                "config": config.to_dict(), "num_classes": dataset.num_classes}, run_dir.generator_pt)
+    run_dir.write_privacy_report(
+        ledger,
+        options.delta,
+        options.accountant,
+        options.steps,
+        config.noise_multiplier,
+        config.batch_size,
+    )
+    torch.save(
+        {
+            "generator": trainer.generator.state_dict(),
+            "ema": trainer.ema.module.state_dict(),
+            "config": config.to_dict(),
+            "num_classes": dataset.num_classes,
+        },
+        run_dir.generator_pt,
+    )
     return LocalRunResult(
         steps=options.steps,
-        epsilon_untrusted=ledger.epsilon_untrusted_max(options.delta, accountant)[0],
-        epsilon_trusted_sampler=ledger.epsilon_trusted_sampler(options.delta, accountant),
         initial_scores=initial_scores,
         final_scores=scores,
         run_dir=run_dir.root,

@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from fedgs.privacy import PrivacyLedger
+
 
 def write_atomic(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
@@ -37,7 +39,10 @@ class RunDirectory:
         write_atomic(path, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
 
     def append_metrics(self, row: dict[str, Any]) -> None:
-        """Append one row; the first row fixes the columns."""
+        """Append one row; the file's first row fixes the columns (a resumed run keeps them)."""
+        if self._metric_fields is None and self.metrics_csv.exists():
+            with self.metrics_csv.open(newline="") as handle:
+                self._metric_fields = next(csv.reader(handle), None)
         new_file = self._metric_fields is None
         if new_file:
             self._metric_fields = list(row)
@@ -46,3 +51,53 @@ class RunDirectory:
             if new_file:
                 writer.writeheader()
             writer.writerow(row)
+
+    def write_privacy_report(
+        self,
+        ledger: PrivacyLedger,
+        delta: float,
+        accountant: str,
+        steps: int,
+        noise_multiplier: float,
+        batch_size: int,
+    ) -> None:
+        """Both epsilons with their threat models and accountant, plus the run's parameters."""
+        report = ledger.summary(delta, accountant) | {
+            "steps": steps,
+            "noise_multiplier": noise_multiplier,
+            "batch_size": batch_size,
+        }
+        self.write_json(self.privacy_json, report)
+
+
+def summarize(run_dir: Path) -> str:
+    """The short human-readable summary printed at the end of a run."""
+    privacy = json.loads((run_dir / "privacy.json").read_text())
+    with (run_dir / "metrics.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    scored = [r for r in rows if r.get("fid_domain")]
+    untrusted, trusted = privacy["untrusted_server"], privacy["trusted_sampler"]
+    queries = privacy["queries"]
+    lines = [
+        f"{privacy['steps']} private generator steps; delta = {privacy['delta']:g}",
+        f"  epsilon, untrusted server (max over clients, {untrusted['accountant']}): "
+        f"{untrusted['epsilon']:.2f}",
+        f"  epsilon, trusted sampler (assumes secret uniform sampling, {trusted['accountant']}): "
+        + ("n/a" if trusted.get("epsilon") is None else f"{trusted['epsilon']:.2f}"),
+        f"  queries per client: max {queries['max']}, median {queries['median']}"
+        f" over {queries['clients_queried']} clients",
+    ]
+    if scored:
+        last = scored[-1]
+        lines.append(
+            f"  last evaluation (step {last['step']}): domain FID {float(last['fid_domain']):.1f}, "
+            f"IS {float(last['inception_score']):.2f}, "
+            f"label agreement {float(last['label_agreement']):.2f}"
+        )
+    lines += [
+        f"  samples:  {run_dir / 'samples'}",
+        f"  metrics:  {run_dir / 'metrics.csv'}",
+        f"  privacy:  {run_dir / 'privacy.json'}",
+        f"  generator: {run_dir / 'generator.pt'}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,55 @@
+"""Disk-backed client state: a private critic must outlive a message, but not live in Context.
+
+Flower pickles every node's Context through the driver on each message, so thousands of 13 MB
+critics cannot live there. Each client's state is one file under the state directory, written to a
+temporary file and renamed over the old one: a crash mid-write leaves the previous state readable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def _file_name(client_id: str) -> str:
+    """A safe, unique file name: readable prefix plus a hash of the exact id."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]", "_", client_id)[:40]
+    digest = hashlib.sha256(client_id.encode()).hexdigest()[:16]
+    return f"{readable}-{digest}.pt"
+
+
+class ClientStateStore:
+    """Maps a client id to its saved state (a dict of tensors, numbers and strings)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, client_id: str) -> Path:
+        return self.root / _file_name(client_id)
+
+    def load(self, client_id: str) -> dict[str, Any] | None:
+        path = self.path(client_id)
+        if not path.exists():
+            return None
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+    def save(self, client_id: str, state: dict[str, Any]) -> None:
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        path = self.path(client_id)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as handle:
+            handle.write(buffer.getbuffer())
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+
+    def disk_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.root.glob("*.pt"))

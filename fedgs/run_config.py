@@ -1,0 +1,140 @@
+"""The run configuration shared by the ServerApp, the ClientApp and ``fedgs simulate``.
+
+Keys follow Flower's run-config convention (lower case, hyphenated) so the same settings work as
+``flwr run . --run-config "steps=2000 noise-multiplier=1.07"`` against a SuperLink and as options
+of ``fedgs simulate``. The defaults here are mirrored in pyproject.toml's
+``[tool.flwr.app.config]`` (a test keeps the two in step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from fedgs.training.hparams import GSWGANConfig
+
+
+def _coerce(value: Any, default: Any, key: str) -> Any:
+    """Convert a run-config value to the type of its default (Flower sends TOML-typed values)."""
+    if isinstance(default, bool):
+        if isinstance(value, str):
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(f"run-config '{key}' must be true or false, got '{value}'")
+            return value.lower() in ("true", "1")
+        return bool(value)
+    try:
+        return type(default)(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(
+            f"run-config '{key}' must be a {type(default).__name__}, got {value!r}"
+        ) from error
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    # data (each client loads only its own partition)
+    dataset: str = field(
+        default="embedded",
+        metadata={"help": "embedded (offline default), femnist (LEAF) or mnist (IDX)"},
+    )
+    data_dir: str = field(default="", metadata={"help": "LEAF output or MNIST IDX folder"})
+    labels: str = field(
+        default="digits", metadata={"help": "femnist labels: digits, merged36 or all62"}
+    )
+    num_clients: int = field(
+        default=0,
+        metadata={"help": "embedded/mnist: number of virtual clients (0 = loader default)"},
+    )
+    # GS-WGAN
+    steps: int = field(default=200, metadata={"help": "private generator steps"})
+    warm_start_steps: int = field(
+        default=20,
+        metadata={"help": "non-private critic pre-training steps per client (no privacy cost)"},
+    )
+    clients_per_step: int = field(
+        default=1, metadata={"help": "clients queried per generator step (m)"}
+    )
+    batch_size: int = field(default=32, metadata={"help": "fake batch size B"})
+    critic_steps: int = field(
+        default=5, metadata={"help": "critic steps per generator step (n_dis)"}
+    )
+    noise_multiplier: float = field(
+        default=1.07, metadata={"help": "sigma; per-row noise std is 2*C*sigma"}
+    )
+    clip_norm: float = field(default=1.0, metadata={"help": "per-sample clipping bound C"})
+    lr_generator: float = field(default=1e-4, metadata={"help": "Adam learning rate of G"})
+    lr_critic: float = field(
+        default=1e-4, metadata={"help": "Adam learning rate of each private critic"}
+    )
+    generator_width: int = field(default=16, metadata={"help": "G channel width (64 = paper size)"})
+    critic_width: int = field(default=16, metadata={"help": "D channel width (64 = paper size)"})
+    ema_decay: float = field(default=0.999, metadata={"help": "EMA decay of G used for samples"})
+    delta: float = field(
+        default=1e-5, metadata={"help": "delta of every reported (epsilon, delta)"}
+    )
+    accountant: str = field(
+        default="autodp-rdp",
+        metadata={"help": "autodp-rdp, dp-accounting-rdp or dp-accounting-pld"},
+    )
+    target_epsilon: float = field(
+        default=0.0,
+        metadata={"help": "stop before the run epsilon (untrusted server) passes this; 0 = off"},
+    )
+    client_budget_epsilon: float = field(
+        default=0.0,
+        metadata={"help": "each client refuses queries past this epsilon; 0 = no budget"},
+    )
+    # outputs
+    run_dir: str = field(default="runs/simulate", metadata={"help": "output directory of the run"})
+    state_dir: str = field(
+        default="", metadata={"help": "client state directory ('' = RUN_DIR/client-state)"}
+    )
+    checkpoint_every: int = field(default=100, metadata={"help": "checkpoint every N steps"})
+    eval_every: int = field(
+        default=100, metadata={"help": "score and save sample grids every N steps (0 = off)"}
+    )
+    eval_samples: int = field(default=1000, metadata={"help": "samples per evaluation"})
+    seed: int = field(
+        default=0,
+        metadata={"help": "seed of sampling, latents and initialisation (never of the DP noise)"},
+    )
+    reply_timeout: float = field(
+        default=600.0, metadata={"help": "seconds to wait for client replies"}
+    )
+    resume: bool = field(default=False, metadata={"help": "continue from RUN_DIR's checkpoint"})
+
+    @classmethod
+    def from_user_config(cls, *layers: Mapping[str, Any]) -> RunConfig:
+        """Merge Flower user-config layers (later wins); unknown keys are an error."""
+        known = {f.name.replace("_", "-"): f for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for layer in layers:
+            for key, value in layer.items():
+                if key in ("partition-id", "num-partitions"):
+                    continue  # node identity, not run configuration
+                if key not in known:
+                    raise ValueError(
+                        f"unknown run-config key '{key}' (known: {', '.join(sorted(known))})"
+                    )
+                values[known[key].name] = _coerce(value, known[key].default, key)
+        return cls(**values)
+
+    def to_user_config(self) -> dict[str, Any]:
+        return {f.name.replace("_", "-"): getattr(self, f.name) for f in fields(self)}
+
+    def with_updates(self, **changes: Any) -> RunConfig:
+        return replace(self, **changes)
+
+    def gswgan(self) -> GSWGANConfig:
+        return GSWGANConfig(
+            batch_size=self.batch_size,
+            critic_steps=self.critic_steps,
+            noise_multiplier=self.noise_multiplier,
+            clip_norm=self.clip_norm,
+            lr_generator=self.lr_generator,
+            lr_critic=self.lr_critic,
+            generator_width=self.generator_width,
+            critic_width=self.critic_width,
+            ema_decay=self.ema_decay,
+        )

@@ -1,0 +1,160 @@
+"""The GS-WGAN strategy: the generator stays on the server, clients answer with sanitized rows.
+
+Per generator step it samples m nodes uniformly, sends each a fresh fake batch (plus the extra
+batches for the client's critic steps), validates the replies, records in the privacy ledger
+exactly the queries that were answered, averages the sanitized gradients and takes an Adam step
+on G (ALGORITHMS.md s.1). A reply that failed or does not pass validation is dropped and logged;
+the step goes on with the others.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from fedgs import protocol
+from fedgs.privacy import PrivacyLedger
+from fedgs.training.generator import GeneratorTrainer
+
+logger = logging.getLogger("fedgs.server")
+
+
+@dataclass
+class StepOutcome:
+    """What one generator step achieved, for the metrics CSV and the progress bar."""
+
+    sampled: int
+    answered: int = 0
+    dropped: int = 0
+    client_metrics: list[dict[str, float]] = field(default_factory=list)
+    drop_reasons: list[str] = field(default_factory=list)
+
+    def mean(self, key: str) -> float | None:
+        values = [m[key] for m in self.client_metrics if key in m]
+        return float(np.mean(values)) if values else None
+
+
+class GSWGANStrategy(Strategy):
+    """Federated GS-WGAN in the shape of a Flower strategy (configure / aggregate per step)."""
+
+    def __init__(
+        self,
+        trainer: GeneratorTrainer,
+        ledger: PrivacyLedger,
+        sampler: np.random.Generator,
+        clients_per_step: int = 1,
+    ) -> None:
+        self.trainer = trainer
+        self.ledger = ledger
+        self.sampler = sampler
+        self.clients_per_step = clients_per_step
+        self._pending: dict[int, int] = {}  # node id -> index of its query in this step
+        self._population = 0
+        self.last_outcome: StepOutcome | None = None
+
+    def summary(self) -> None:
+        config = self.trainer.config
+        logger.info(
+            "GS-WGAN: %d client(s) per step, B=%d, n_dis=%d, sigma=%.3g, C=%.3g",
+            self.clients_per_step,
+            config.batch_size,
+            config.critic_steps,
+            config.noise_multiplier,
+            config.clip_norm,
+        )
+
+    def sample_nodes(self, grid: Grid) -> list[int]:
+        nodes = sorted(grid.get_node_ids())
+        if len(nodes) < self.clients_per_step:
+            raise RuntimeError(
+                f"{self.clients_per_step} clients per step requested, {len(nodes)} nodes available"
+            )
+        self._population = len(nodes)
+        chosen = self.sampler.choice(len(nodes), size=self.clients_per_step, replace=False)
+        return [nodes[i] for i in chosen]
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Fake batches for m uniformly sampled nodes. ``arrays`` is unused: G never leaves."""
+        nodes = self.sample_nodes(grid)
+        queries = self.trainer.propose(len(nodes))
+        self._pending = {node: k for k, node in enumerate(nodes)}
+        messages = []
+        for node, query in zip(nodes, queries, strict=True):
+            fakes = protocol.encode_fakes(query.images, query.labels)
+            content = RecordDict(
+                {
+                    protocol.FAKES: ArrayRecord({k: Array(v) for k, v in fakes.items()}),
+                    "config": ConfigRecord({"step": server_round}),
+                }
+            )
+            messages.append(Message(content, dst_node_id=node, message_type=protocol.QUERY))
+        return messages
+
+    def _record_cost(self, reply: Message, metrics: dict[str, float]) -> None:
+        """A reply with content means the client released a sanitized batch: it paid."""
+        config = self.trainer.config
+        client = reply.content.config_records.get(protocol.CLIENT, {})
+        client_id = str(client.get(protocol.CLIENT_ID, f"node-{reply.metadata.src_node_id}"))
+        sigma = float(metrics.get("noise-multiplier", config.noise_multiplier))
+        batch = int(metrics.get("batch-size", config.batch_size))
+        self.ledger.record_query(client_id, sigma, batch)
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        config = self.trainer.config
+        outcome = StepOutcome(sampled=len(self._pending))
+        gradients: list[torch.Tensor | None] = [None] * len(self._pending)
+        bound = protocol.plausible_magnitude(config.clip_norm, config.noise_multiplier)
+        for reply in replies:
+            node = reply.metadata.src_node_id
+            index = self._pending.pop(node, None)
+            if index is None:
+                outcome.drop_reasons.append(f"node {node}: unexpected reply")
+                continue
+            if reply.has_error():
+                outcome.drop_reasons.append(f"node {node}: {reply.error.reason}")
+                continue
+            metrics = dict(reply.content.metric_records.get(protocol.METRICS, {}))
+            self._record_cost(reply, metrics)
+            try:
+                record = reply.content.array_records.get(protocol.SANITIZED)
+                if record is None:
+                    raise protocol.ProtocolError(f"reply has no '{protocol.SANITIZED}' ArrayRecord")
+                arrays = {k: a.numpy() for k, a in record.items()}
+                gradients[index] = protocol.decode_gradient(arrays, config.batch_size, bound)
+            except (protocol.ProtocolError, ValueError, TypeError) as error:
+                outcome.drop_reasons.append(f"node {node}: {error}")
+                continue
+            outcome.client_metrics.append(metrics)
+        outcome.drop_reasons.extend(f"node {n}: no reply" for n in self._pending)
+        self._pending = {}
+        for reason in outcome.drop_reasons:
+            logger.warning("step %d: dropped reply from %s", server_round, reason)
+        outcome.answered = self.trainer.apply(gradients) // config.batch_size
+        outcome.dropped = outcome.sampled - outcome.answered
+        self.ledger.record_step(
+            outcome.sampled, self._population, config.noise_multiplier, config.batch_size
+        )
+        self.last_outcome = outcome
+        return None, MetricRecord({"answered": outcome.answered, "dropped": outcome.dropped})
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Clients hold no evaluation job: samples are scored on the server."""
+        return []
+
+    def aggregate_evaluate(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> MetricRecord | None:
+        return None

@@ -1,0 +1,61 @@
+"""``fedgs simulate``: federated GS-WGAN on Flower's simulation engine (Ray) on one machine.
+
+Every client is a virtual SuperNode running the real ClientApp; the real ServerApp drives them.
+Ray is bound to 127.0.0.1 (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, see PLATFORM_NOTES) and its object
+store is capped.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fedgs.run_config import RunConfig
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Resources of the simulation engine, not of the run."""
+
+    cpus_per_client: float = 1.0
+    gpus_per_client: float = 0.0
+    ray_cpus: int = 0  # 0 = all cores
+    object_store_mb: int = 512
+
+
+def backend_config(options: EngineOptions) -> dict:
+    init_args: dict = {"object_store_memory": options.object_store_mb * 1024**2}
+    if options.ray_cpus > 0:
+        init_args["num_cpus"] = options.ray_cpus
+    return {
+        "client_resources": {
+            "num_cpus": options.cpus_per_client,
+            "num_gpus": options.gpus_per_client,
+        },
+        "init_args": init_args,
+    }
+
+
+def num_supernodes(config: RunConfig) -> int:
+    from fedgs.client.session import dataset_for
+
+    return dataset_for(config).num_clients
+
+
+def run_simulation(config: RunConfig, options: EngineOptions) -> Path:
+    """Run the ServerApp and ClientApp on Ray; returns the run directory."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray port on 127.0.0.1 only
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    from fedgs.client.app import build_client_app
+    from fedgs.server.app import build_server_app
+    from flwr.simulation import run_simulation as flower_run_simulation
+
+    overrides = config.to_user_config()
+    flower_run_simulation(
+        server_app=build_server_app(overrides),
+        client_app=build_client_app(overrides),
+        num_supernodes=num_supernodes(config),
+        backend_config=backend_config(options),
+    )
+    return Path(config.run_dir)

@@ -1,0 +1,113 @@
+"""A client's side without the engine: state on disk, its own budget, refusal of bad requests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from fedgs.client.session import ClientSession, RequestRefused
+from fedgs.client.state_store import ClientStateStore
+from flwr.app import Array, ArrayRecord, RecordDict
+
+from fedgs import protocol
+from fedgs.run_config import RunConfig
+from fedgs.training.generator import GeneratorTrainer
+
+
+@pytest.fixture()
+def config(tmp_path) -> RunConfig:
+    return RunConfig(
+        run_dir=str(tmp_path / "run"),
+        generator_width=4,
+        critic_width=4,
+        batch_size=8,
+        critic_steps=2,
+        warm_start_steps=2,
+    )
+
+
+def _query(config: RunConfig, seed: int = 0) -> RecordDict:
+    trainer = GeneratorTrainer(10, config.gswgan(), seed=seed)
+    (query,) = trainer.propose(1)
+    arrays = protocol.encode_fakes(query.images, query.labels)
+    return RecordDict({protocol.FAKES: ArrayRecord({k: Array(v) for k, v in arrays.items()})})
+
+
+def test_reply_holds_only_the_sanitized_gradient(config: RunConfig) -> None:
+    reply = ClientSession(config, 0).answer(_query(config))
+    assert set(reply.array_records) == {protocol.SANITIZED}
+    ((name, array),) = reply.array_records[protocol.SANITIZED].items()
+    assert name == protocol.GRADIENT and array.numpy().shape == (8, 784)
+    assert set(reply.config_records) == {protocol.CLIENT}
+    assert all(isinstance(v, int | float) for v in reply.metric_records[protocol.METRICS].values())
+
+
+def test_critic_and_ledger_survive_between_sessions(config: RunConfig) -> None:
+    first = ClientSession(config, 1)
+    first.warm_start(RecordDict())
+    first.answer(_query(config))
+    weights = {k: v.clone() for k, v in first.critic.critic.state_dict().items()}
+    second = ClientSession(config, 1)  # a new process would see exactly this
+    for key, value in second.critic.critic.state_dict().items():
+        assert torch.equal(value, weights[key]), key
+    assert second.warm_started
+    assert second.ledger.query_counts() == {first.client_id: 1}
+    reply = second.answer(_query(config, seed=1))
+    assert reply.metric_records[protocol.METRICS]["queries-answered"] == 2
+    assert ClientSession(config, 2).ledger.query_counts() == {}  # clients do not share state
+
+
+def test_warm_start_is_idempotent(config: RunConfig) -> None:
+    session = ClientSession(config, 0)
+    assert (
+        session.warm_start(RecordDict()).metric_records[protocol.METRICS]["warm-start-steps"] == 2
+    )
+    again = ClientSession(config, 0).warm_start(RecordDict())
+    assert again.metric_records[protocol.METRICS]["warm-start-steps"] == 0
+
+
+def test_budget_refuses_the_query_that_would_pass_it(config: RunConfig) -> None:
+    one_query = ClientSession(config, 0)
+    one_query.answer(_query(config))
+    spent = one_query.ledger.epsilon_untrusted(one_query.client_id, config.delta, config.accountant)
+    limited = config.with_updates(client_budget_epsilon=spent * 1.5, run_dir=config.run_dir + "-b")
+    session = ClientSession(limited, 0)
+    session.answer(_query(config))
+    with pytest.raises(RequestRefused, match="privacy budget exhausted"):
+        ClientSession(limited, 0).answer(_query(config))
+    assert ClientSession(limited, 0).ledger.query_counts() == {session.client_id: 1}
+
+
+def test_bad_requests_are_refused_without_side_effects(config: RunConfig) -> None:
+    query = _query(config)
+    images = query[protocol.FAKES][protocol.IMAGES].numpy().copy()
+    images[0, 0, 0] = np.nan
+    bad = RecordDict(
+        {
+            protocol.FAKES: ArrayRecord(
+                {
+                    protocol.IMAGES: Array(images),
+                    protocol.LABELS: query[protocol.FAKES][protocol.LABELS],
+                }
+            )
+        }
+    )
+    with pytest.raises(protocol.ProtocolError):
+        ClientSession(config, 0).answer(bad)
+    with pytest.raises(protocol.ProtocolError, match="missing"):
+        ClientSession(config, 0).answer(RecordDict())
+    assert ClientSession(config, 0).ledger.query_counts() == {}
+    with pytest.raises(RequestRefused, match="does not exist"):
+        ClientSession(config, 10_000)
+
+
+def test_a_crash_mid_write_leaves_the_previous_state(tmp_path) -> None:
+    store = ClientStateStore(tmp_path)
+    store.save("f0001_02", {"value": torch.tensor([1.0])})
+    # a writer killed after creating its temporary file but before the rename
+    store.path("f0001_02").with_name(".partial.tmp").write_bytes(b"\x00garbage")
+    assert torch.equal(store.load("f0001_02")["value"], torch.tensor([1.0]))
+    store.save("f0001_02", {"value": torch.tensor([2.0])})
+    assert torch.equal(store.load("f0001_02")["value"], torch.tensor([2.0]))
+    assert store.load("someone-else") is None
+    assert store.path("a/../b") != store.path("a_.._b")  # ids map to distinct, safe file names

@@ -1,0 +1,44 @@
+"""The run config: one set of keys for Flower's --run-config, pyproject and `fedgs simulate`."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from fedgs.cli import build_parser
+from fedgs.run_config import RunConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_pyproject_flower_config_mirrors_run_config_defaults() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    flower = pyproject["tool"]["flwr"]["app"]
+    assert flower["config"] == RunConfig().to_user_config()
+    assert flower["components"] == {
+        "serverapp": "fedgs.server.app:app",
+        "clientapp": "fedgs.client.app:app",
+    }
+
+
+def test_layers_merge_in_order_and_coerce_types() -> None:
+    config = RunConfig.from_user_config(
+        {"steps": 10, "noise-multiplier": 2}, {"steps": "20", "resume": "true", "partition-id": 3}
+    )
+    assert config.steps == 20 and config.noise_multiplier == 2.0 and config.resume is True
+    assert RunConfig.from_user_config(config.to_user_config()) == config
+
+
+@pytest.mark.parametrize("layer", [{"stepz": 1}, {"steps": "many"}, {"resume": "maybe"}])
+def test_bad_keys_and_values_are_named(layer: dict) -> None:
+    with pytest.raises(ValueError, match=next(iter(layer))):
+        RunConfig.from_user_config(layer)
+
+
+def test_simulate_options_cover_every_run_config_key() -> None:
+    args = build_parser().parse_args(["simulate", "--steps", "7", "--clients", "12", "--out", "x"])
+    assert args.steps == 7 and args.num_clients == 12 and args.run_dir == "x"
+    for key in RunConfig().to_user_config():
+        assert hasattr(args, key.replace("-", "_")), key
