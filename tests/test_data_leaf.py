@@ -144,6 +144,10 @@ BAD_SHARDS = {
         {"users": ["w1"], "num_samples": [1], "user_data": {"w2": user(1)}},
         "differ",
     ),
+    "user_id_type": (
+        {"users": [7], "num_samples": [1], "user_data": {"7": user(1)}},
+        "must be strings",
+    ),
     "pixel_range": (shard({"w1": {"x": [[2.0] * 784], "y": [0]}}), r"\[0, 1\]"),
     "label_range": (shard({"w1": {"x": [BLANK], "y": [62]}}), "0..61"),
 }
