@@ -99,6 +99,10 @@ class RunConfig:
         default=0,
         metadata={"help": "seed of sampling, latents and initialisation (never of the DP noise)"},
     )
+    min_nodes: int = field(
+        default=0,
+        metadata={"help": "wait for this many nodes before starting (0 = clients-per-step)"},
+    )
     reply_timeout: float = field(
         default=600.0, metadata={"help": "seconds to wait for client replies"}
     )

@@ -1,7 +1,9 @@
 """Server checkpoints: everything needed to resume a run so that epsilon never goes back.
 
-Generator, EMA, optimizer, privacy ledger, RNG states and the step, in one file replaced
-atomically: a crash mid-write leaves the previous checkpoint readable.
+Generator, EMA, optimizer, RNG states and the step go in one file every N steps; the privacy
+ledger goes in its own file after *every* step, because queries answered after the last
+checkpoint were paid for even though a resumed run repeats those steps. Both are replaced
+atomically: a crash mid-write leaves the previous version readable.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from fedgs.privacy import PrivacyLedger
 from fedgs.training.generator import GeneratorTrainer
 
 CHECKPOINT_NAME = "checkpoint.pt"
+LEDGER_NAME = "ledger.json"
 
 
 @dataclass
@@ -28,6 +31,19 @@ class ServerState:
     sampler: np.random.Generator
 
 
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def save_ledger(run_dir: Path, ledger: PrivacyLedger) -> None:
+    _write_atomic(Path(run_dir) / LEDGER_NAME, ledger.to_json().encode())
+
+
 def save_checkpoint(run_dir: Path, state: ServerState) -> Path:
     trainer = state.trainer
     payload = {
@@ -36,32 +52,30 @@ def save_checkpoint(run_dir: Path, state: ServerState) -> Path:
         "ema": trainer.ema.state_dict(),
         "optimizer": trainer.optimizer.state_dict(),
         "latent_rng": trainer.rng.get_state(),
-        "ledger": state.ledger.to_json(),
         "sampler": state.sampler.bit_generator.state,
     }
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     path = Path(run_dir) / CHECKPOINT_NAME
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(buffer.getbuffer())
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    _write_atomic(path, buffer.getvalue())
+    save_ledger(run_dir, state.ledger)
     return path
 
 
 def load_checkpoint(run_dir: Path, state: ServerState) -> bool:
-    """Restore ``state`` in place from the run directory; False when there is no checkpoint."""
+    """Restore ``state`` in place from the run directory; False when there is no checkpoint.
+
+    The ledger comes from its own per-step file, so it includes the steps after the checkpoint.
+    """
     path = Path(run_dir) / CHECKPOINT_NAME
     if not path.exists():
         return False
-    payload = torch.load(path, map_location="cpu", weights_only=False)
+    payload = torch.load(path, map_location="cpu", weights_only=True)
     state.step = int(payload["step"])
     state.trainer.generator.load_state_dict(payload["generator"])
     state.trainer.ema.load_state_dict(payload["ema"])
     state.trainer.optimizer.load_state_dict(payload["optimizer"])
     state.trainer.rng.set_state(payload["latent_rng"])
-    state.ledger = PrivacyLedger.from_json(payload["ledger"])
+    state.ledger = PrivacyLedger.from_json((Path(run_dir) / LEDGER_NAME).read_text())
     state.sampler.bit_generator.state = payload["sampler"]
     return True

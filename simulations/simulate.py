@@ -51,11 +51,12 @@ def run_simulation(config: RunConfig, options: EngineOptions) -> Path:
     from fedgs.server.app import build_server_app
     from flwr.simulation import run_simulation as flower_run_simulation
 
-    overrides = config.to_user_config()
+    nodes = num_supernodes(config)
+    overrides = config.with_updates(min_nodes=nodes).to_user_config()
     flower_run_simulation(
         server_app=build_server_app(overrides),
         client_app=build_client_app(overrides),
-        num_supernodes=num_supernodes(config),
+        num_supernodes=nodes,
         backend_config=backend_config(options),
     )
     return Path(config.run_dir)

@@ -68,6 +68,7 @@ class RunDirectory:
             "batch_size": batch_size,
         }
         self.write_json(self.privacy_json, report)
+        return report
 
 
 def summarize(run_dir: Path) -> str:

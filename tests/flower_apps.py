@@ -1,0 +1,108 @@
+"""Flower apps for the simulation tests: a client that tampers with its replies, and a server
+that drives the real GS-WGAN strategy step by step and records what it saw.
+
+They live in an importable module (not a test file) so Ray actors can load them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+
+from fedgs import protocol
+from fedgs.client.app import build_client_app
+from fedgs.privacy import PrivacyLedger
+from fedgs.run_config import RunConfig
+from fedgs.server.run import wait_for_nodes
+from fedgs.server.strategy import GSWGANStrategy
+from fedgs.training.generator import GeneratorTrainer
+
+TAMPERED = {2: "nan", 3: "shape", 4: "huge"}  # partition id -> how its replies are corrupted
+
+
+def _tamper(gradient: np.ndarray, mode: str) -> np.ndarray:
+    if mode == "nan":
+        return np.full_like(gradient, np.nan)
+    if mode == "shape":
+        return gradient[:-1]
+    return gradient * 1e6
+
+
+def tampering_client_app(overrides: Mapping[str, Any]) -> ClientApp:
+    """The real ClientApp, except that partitions in TAMPERED corrupt their sanitized rows."""
+    honest = build_client_app(overrides)
+    app = ClientApp()
+
+    @app.train("warmstart")
+    def warm_start(message: Message, context: Context) -> Message:
+        return honest(message, context)
+
+    @app.train("gswgan")
+    def query(message: Message, context: Context) -> Message:
+        reply = honest(message, context)
+        mode = TAMPERED.get(int(context.node_config["partition-id"]))
+        if mode is None or reply.has_error():
+            return reply
+        gradient = reply.content[protocol.SANITIZED][protocol.GRADIENT].numpy()
+        content = RecordDict(
+            {
+                protocol.SANITIZED: ArrayRecord(
+                    {protocol.GRADIENT: Array(_tamper(gradient, mode))}
+                ),
+                protocol.METRICS: reply.content[protocol.METRICS],
+                protocol.CLIENT: reply.content[protocol.CLIENT],
+            }
+        )
+        return Message(content, reply_to=message)
+
+    return app
+
+
+def recording_server_app(config: RunConfig, plan: list[str], record: list[dict]) -> ServerApp:
+    """Runs one GS-WGAN step per plan entry ('all', 'honest' or 'tampered' nodes) and appends
+    what it saw to ``record``: the replies, the outcome and the generator before/after."""
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        nodes = wait_for_nodes(grid, config.min_nodes, timeout=60)
+        trainer = GeneratorTrainer(10, config.gswgan(), seed=0)
+        ledger = PrivacyLedger()
+        strategy = GSWGANStrategy(trainer, ledger, np.random.default_rng(0), len(nodes))
+        partition_of: dict[int, int] = {}
+        for step, which in enumerate(plan, start=1):
+            messages = list(strategy.configure_train(step, ArrayRecord(), ConfigRecord(), grid))
+            if which != "all":
+                keep = {
+                    n for n, p in partition_of.items() if (p in TAMPERED) == (which == "tampered")
+                }
+                messages = [m for m in messages if m.metadata.dst_node_id in keep]
+                strategy._pending = {n: k for n, k in strategy._pending.items() if n in keep}
+            before = [p.detach().clone() for p in trainer.generator.parameters()]
+            replies = list(grid.send_and_receive(messages, timeout=120))
+            for reply in replies:
+                if reply.has_content():
+                    client = reply.content[protocol.CLIENT]
+                    partition_of[reply.metadata.src_node_id] = int(client["partition-id"])
+            strategy.aggregate_train(step, replies)
+            after = list(trainer.generator.parameters())
+            record.append(
+                {
+                    "which": which,
+                    "replies": replies,
+                    "partition_of": dict(partition_of),
+                    "outcome": strategy.last_outcome,
+                    "generator_changed": any(
+                        not torch.equal(a, b) for a, b in zip(before, after, strict=True)
+                    ),
+                    "ledger": ledger.query_counts(),
+                }
+            )
+
+    return app

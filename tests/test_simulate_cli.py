@@ -1,0 +1,133 @@
+"""`fedgs simulate` as a user runs it: a real process, real Flower simulation, then kill + resume."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedgs.privacy import PrivacyLedger
+
+pytestmark = pytest.mark.slow
+
+SMALL = [
+    "--num-clients",
+    "6",
+    "--batch-size",
+    "8",
+    "--critic-steps",
+    "2",
+    "--generator-width",
+    "4",
+    "--critic-width",
+    "4",
+    "--warm-start-steps",
+    "1",
+    "--ray-cpus",
+    "2",
+    "--object-store-mb",
+    "256",
+]
+
+
+def _command(run_dir: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "fedgs.cli", "simulate", *SMALL, "--out", str(run_dir), *args]
+
+
+def _rows(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "metrics.csv").open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _ledger_total(path: Path) -> int:
+    return sum(PrivacyLedger.from_json(path.read_text()).query_counts().values())
+
+
+def _client_ledgers_total(state_dir: Path) -> int:
+    total = 0
+    for path in state_dir.glob("*.pt"):
+        state = torch.load(path, weights_only=True)
+        total += sum(PrivacyLedger.from_json(state["ledger"]).query_counts().values())
+    return total
+
+
+def test_simulate_writes_every_output(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        _command(run_dir, "--steps", "6", "--eval-every", "3", "--eval-samples", "200"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert str(run_dir / "privacy.json") in done.stdout and "untrusted server" in done.stdout
+
+    rows = _rows(run_dir)
+    assert [int(r["step"]) for r in rows] == [1, 2, 3, 4, 5, 6]
+    epsilons = [float(r["epsilon_untrusted"]) for r in rows]
+    assert epsilons == sorted(epsilons) and epsilons[0] > 0
+    scored = [r for r in rows if r["fid_domain"]]
+    assert [int(r["step"]) for r in scored] == [3, 6]
+    assert all(0 <= float(r["label_agreement"]) <= 1 for r in scored)
+
+    privacy = json.loads((run_dir / "privacy.json").read_text())
+    assert privacy["untrusted_server"]["threat_model"] and privacy["accountant"] == "autodp-rdp"
+    assert privacy["queries"]["total"] == 6 and privacy["steps"] == 6
+    assert privacy["untrusted_server"]["epsilon"] == pytest.approx(epsilons[-1])
+    assert privacy["trusted_sampler"]["epsilon"] > 0
+
+    assert (run_dir / "samples" / "step_000006.png").stat().st_size > 0
+    model = torch.load(run_dir / "generator.pt", weights_only=True)
+    assert {"generator", "ema", "num_classes"} <= set(model)
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["steps"] == 6 and config["num-clients"] == 6
+    assert len(list((run_dir / "client-state").glob("*.pt"))) == 6  # every client warm-started
+
+
+def test_killed_run_resumes_with_its_ledger_intact(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    process = subprocess.Popen(
+        _command(run_dir, "--steps", "40", "--checkpoint-every", "3", "--eval-every", "0"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    ledger_file = run_dir / "ledger.json"
+    try:
+        deadline = time.monotonic() + 600
+        while not (ledger_file.exists() and _ledger_total(ledger_file) >= 5):
+            assert process.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline, "the run made no progress"
+            time.sleep(0.2)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)  # the driver and every Ray process it started
+        process.wait(timeout=60)
+    checkpoint_step = torch.load(run_dir / "checkpoint.pt", weights_only=True)["step"]
+    paid_at_kill = _ledger_total(ledger_file)
+    assert checkpoint_step % 3 == 0 and checkpoint_step < 12 and paid_at_kill >= checkpoint_step
+
+    done = subprocess.run(
+        _command(
+            run_dir, "--steps", "12", "--checkpoint-every", "3", "--eval-every", "0", "--resume"
+        ),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # the steps after the checkpoint are run again, but what was paid stays paid
+    server_total = _ledger_total(ledger_file)
+    assert server_total == paid_at_kill + (12 - checkpoint_step)
+    privacy = json.loads((run_dir / "privacy.json").read_text())
+    assert privacy["steps"] == 12 and privacy["queries"]["total"] == server_total
+    # each client's own ledger agrees (up to the one query in flight when the run was killed)
+    assert _client_ledgers_total(run_dir / "client-state") - server_total in (0, 1)
+    assert [int(r["step"]) for r in _rows(run_dir)][-1] == 12
