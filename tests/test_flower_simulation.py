@@ -1,17 +1,16 @@
-"""Real Flower simulations (Ray engine, no mocks) of a few GS-WGAN steps with a handful of clients."""
+"""Real Flower simulations (Ray engine, no mocks): a few GS-WGAN steps with a handful of clients."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+from fedgs.client.session import ClientSession
+from fedgs.simulations.simulate import EngineOptions, backend_config
+from flower_apps import TAMPERED, recording_server_app, tampering_client_app
 
 from fedgs import protocol
-from fedgs.client.session import ClientSession
 from fedgs.run_config import RunConfig
-from fedgs.simulations.simulate import EngineOptions, backend_config
-
-from flower_apps import TAMPERED, recording_server_app, tampering_client_app
 
 pytestmark = pytest.mark.slow
 

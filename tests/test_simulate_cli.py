@@ -1,4 +1,4 @@
-"""`fedgs simulate` as a user runs it: a real process, real Flower simulation, then kill + resume."""
+"""`fedgs simulate` as a user runs it: a real process and Flower simulation, then kill + resume."""
 
 from __future__ import annotations
 
