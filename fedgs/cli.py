@@ -1,7 +1,9 @@
 """The ``fedgs`` command line: one entry point, one subcommand per user task.
 
 Each subsystem owns its subcommand in a ``register(subparsers)`` function so this module stays a
-thin table of contents; a subcommand's handler returns the process exit code.
+thin table of contents; a subcommand's handler returns the process exit code. ``register``
+only defines arguments, from constants in light modules; handlers import torch, Flower and the
+accountants themselves, so ``fedgs --help`` answers at once (tests/test_cli_startup.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""``fedgs simulate``: options generated from RunConfig, so CLI and run-config stay in step."""
+"""``fedgs simulate``: options generated from RunConfig, so CLI and run-config stay in step.
+
+Running imports Flower, Ray and torch, so only the handler does; ``--help`` needs none of them.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,6 @@ from pathlib import Path
 from fedgs.simulations.simulate import EngineOptions, run_simulation
 
 from fedgs.run_config import RunConfig
-from fedgs.training.run_dir import summarize
 
 
 def add_run_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +70,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from fedgs.training.run_dir import summarize
+
     values = {
         f.name: getattr(args, f.name)
         for f in fields(RunConfig)

@@ -3,10 +3,32 @@
 ``load_federated("embedded")`` works offline right after ``pip install``;
 ``load_federated("femnist", dir)`` reads LEAF FEMNIST (one client per writer);
 ``load_federated("mnist", dir)`` splits MNIST IDX files into virtual clients.
+
+Names are loaded on first use: the loaders import torch, ``datasets`` and pyarrow, which the
+``fedgs`` command line should not pay for when it only needs `DATASET_NAMES` for its parser.
 """
 
-from fedgs.data.errors import DataError
-from fedgs.data.federated import FederatedDataset
-from fedgs.data.load import DATASET_NAMES, load_federated
+from __future__ import annotations
 
-__all__ = ["DATASET_NAMES", "DataError", "FederatedDataset", "load_federated"]
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "DATASET_NAMES": "names",
+    "DataError": "errors",
+    "FederatedDataset": "federated",
+    "load_federated": "load",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

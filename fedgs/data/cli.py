@@ -1,4 +1,7 @@
-"""``fedgs data``: load a dataset (building its cache) and show what a run would get."""
+"""``fedgs data``: load a dataset (building its cache) and show what a run would get.
+
+The loaders import torch and ``datasets``, so only the handler imports them, not ``--help``.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,7 @@ import json
 import sys
 
 from fedgs.data.errors import DataError
-from fedgs.data.leaf import LABEL_MODES
-from fedgs.data.load import DATASET_NAMES, NATURAL, load_federated
-from fedgs.data.partition import PARTITIONS
-from fedgs.data.summary import format_summary, summarize
+from fedgs.data.names import DATASET_NAMES, LABEL_MODES, NATURAL, PARTITIONS
 
 EXIT_DATA_ERROR = 2
 
@@ -43,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fedgs.data.load import load_federated
+    from fedgs.data.summary import format_summary, summarize
+
     try:
         ds = load_federated(
             args.dataset,

@@ -17,11 +17,10 @@ from fedgs.data.federated import (
     read_client_arrays,
     save_federated,
 )
+from fedgs.data.names import DATASET_NAMES, NATURAL
 from fedgs.data.partition import PARTITIONS
 
-DATASET_NAMES = ("embedded", "femnist", "mnist")
 DEFAULT_CLIENTS = {"embedded": embedded.DEFAULT_CLIENTS, "mnist": 1000}
-NATURAL = "natural"  # FEMNIST's only partition: one client per writer
 
 
 def load_federated(

@@ -1,14 +1,16 @@
-"""``fedgs centralized``: GS-WGAN in one process on K virtual clients (no Flower)."""
+"""``fedgs centralized``: GS-WGAN in one process on K virtual clients (no Flower).
+
+Data loading and training import torch, so only the handler imports them, not ``--help``.
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from fedgs.data import DATASET_NAMES, DataError, load_federated
+from fedgs.data.errors import DataError
+from fedgs.data.names import DATASET_NAMES, LABEL_MODES
 from fedgs.training.hparams import GSWGANConfig
-from fedgs.training.local_loop import LocalRunOptions, run_local_gswgan
-from fedgs.training.run_dir import summarize
 
 
 def add_gswgan_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,7 +97,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--dataset", choices=DATASET_NAMES, default="embedded")
     parser.add_argument("--data-dir", type=Path, help="LEAF output or MNIST IDX folder")
-    parser.add_argument("--labels", choices=("digits", "merged36", "all62"), default="digits")
+    parser.add_argument("--labels", choices=LABEL_MODES, default="digits")
     parser.add_argument("--clients", type=int, help="number of virtual clients (embedded/mnist)")
     parser.add_argument(
         "--steps", type=int, default=200, help="private generator steps (%(default)s)"
@@ -136,6 +138,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from fedgs.data.load import load_federated
+    from fedgs.training.local_loop import LocalRunOptions, run_local_gswgan
+    from fedgs.training.run_dir import summarize
+
     try:
         dataset = load_federated(
             args.dataset, args.data_dir, labels=args.labels, num_clients=args.clients
