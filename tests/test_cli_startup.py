@@ -11,8 +11,6 @@ import json
 import subprocess
 import sys
 
-from fedgs.data import leaf, names, partition
-
 HEAVY = ("autodp", "datasets", "dp_accounting", "flwr", "pyarrow", "ray", "torch", "torchvision")
 
 # prints every command's help to nowhere, then the heavy modules that got imported
@@ -34,7 +32,3 @@ def test_help_of_every_command_imports_no_heavy_library() -> None:
     )
     assert json.loads(child.stdout) == []
 
-
-def test_parser_choices_match_the_data_layer() -> None:
-    assert names.LABEL_MODES == leaf.LABEL_MODES
-    assert names.PARTITIONS == partition.PARTITIONS

@@ -38,9 +38,9 @@ from tqdm import tqdm
 from fedgs.data.errors import DataError
 from fedgs.data.federated import PIXELS, ClientArrays
 from fedgs.data.files import read_bytes
+from fedgs.data.names import LABEL_MODES
 
 SPLITS = ("train", "test")
-LABEL_MODES = ("digits", "merged36", "all62")
 NUM_CLASSES = {"digits": 10, "merged36": 36, "all62": 62}
 NUM_LEAF_LABELS = 62
 

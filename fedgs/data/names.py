@@ -1,9 +1,8 @@
 """The names `load_federated` accepts, in a module that imports nothing.
 
 Why: the ``fedgs`` parser offers them as ``choices=``, and building it must not import torch,
-``datasets`` or pyarrow (seconds) just to print ``--help``. ``LABEL_MODES`` and ``PARTITIONS``
-copy those of `fedgs.data.leaf` and `fedgs.data.partition`, which import numpy and torch;
-tests/test_cli_startup.py keeps the copies in step.
+``datasets`` or pyarrow (seconds) just to print ``--help``. `fedgs.data.leaf` and
+`fedgs.data.partition` import their names from here.
 """
 
 DATASET_NAMES = ("embedded", "femnist", "mnist")

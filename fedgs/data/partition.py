@@ -20,8 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedgs.data.errors import DataError
-
-PARTITIONS = ("iid", "label-skew")
+from fedgs.data.names import PARTITIONS
 
 
 def _check_sizes(n: int, parts: int, what: str) -> None:
