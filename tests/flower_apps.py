@@ -85,7 +85,7 @@ def recording_server_app(config: RunConfig, plan: list[str], record: list[dict])
                 messages = [m for m in messages if m.metadata.dst_node_id in keep]
                 strategy._pending = {n: k for n, k in strategy._pending.items() if n in keep}
             before = [p.detach().clone() for p in trainer.generator.parameters()]
-            replies = list(grid.send_and_receive(messages, timeout=120))
+            replies = list(grid.send_and_receive(messages, timeout=600))
             for reply in replies:
                 if reply.has_content():
                     client = reply.content[protocol.CLIENT]
