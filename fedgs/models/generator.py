@@ -53,10 +53,14 @@ class ConditionalResNetGenerator(nn.Module):
         )
         self.bn = nn.BatchNorm2d(width)
         self.to_image = nn.Conv2d(width, 1, 3, padding=1)
+        # channels-last convolutions and up-sampling run 1.3-2x faster on CPU (oneDNN)
+        self.to(memory_format=torch.channels_last)
 
     def forward(self, z: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         onehot = F.one_hot(labels, self.num_classes).to(z.dtype)
         h = self.fc(torch.cat([z, onehot], dim=1)).view(z.shape[0], -1, _START_SIZE, _START_SIZE)
+        h = h.contiguous(memory_format=torch.channels_last)
         h = self.to_image(F.relu(self.bn(self.blocks(h))))
         margin = (h.shape[-1] - IMAGE_SIZE) // 2
-        return torch.tanh(h[:, :, margin : margin + IMAGE_SIZE, margin : margin + IMAGE_SIZE])
+        image = torch.tanh(h[:, :, margin : margin + IMAGE_SIZE, margin : margin + IMAGE_SIZE])
+        return image.contiguous()

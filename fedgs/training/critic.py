@@ -110,10 +110,11 @@ class PrivateCritic:
         local = LocalGenerator(self.num_classes, self.config, self.rng)
         losses, distances = [], []
         for _ in range(steps):
-            loss, distance = self._critic_step(*local.sample())
+            fake, labels = local.sample()
+            loss, distance = self._critic_step(fake.detach(), labels)
             losses.append(loss)
             distances.append(distance)
-            local.step(self.critic)
+            local.step(self.critic, fake, labels)
         return CriticStats(sum(losses) / steps, sum(distances) / steps, steps)
 
 
@@ -135,14 +136,13 @@ class LocalGenerator:
         return z, torch.randint(self.num_classes, (b,), generator=self.rng)
 
     def sample(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A fake batch that keeps its graph, so the generator step reuses this forward pass."""
         z, y = self._latent()
-        with torch.no_grad():
-            return self.generator(z, y), y
+        return self.generator(z, y), y
 
-    def step(self, critic: torch.nn.Module) -> None:
-        """One non-private generator update against the critic."""
-        z, y = self._latent()
-        loss = -critic(self.generator(z, y), y).mean()
+    def step(self, critic: torch.nn.Module, fake: torch.Tensor, labels: torch.Tensor) -> None:
+        """One non-private generator update against the (just updated) critic."""
+        loss = -critic(fake, labels).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
