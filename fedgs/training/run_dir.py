@@ -95,8 +95,9 @@ def summarize(run_dir: Path) -> str:
             f"IS {float(last['inception_score']):.2f}, "
             f"label agreement {float(last['label_agreement']):.2f}"
         )
+    if any((run_dir / "samples").glob("*.png")):
+        lines.append(f"  samples:  {run_dir / 'samples'}")
     lines += [
-        f"  samples:  {run_dir / 'samples'}",
         f"  metrics:  {run_dir / 'metrics.csv'}",
         f"  privacy:  {run_dir / 'privacy.json'}",
         f"  generator: {run_dir / 'generator.pt'}",
