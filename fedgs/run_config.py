@@ -8,8 +8,9 @@ of ``fedgs simulate``. The defaults here are mirrored in pyproject.toml's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+import argparse
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from fedgs.training.hparams import GSWGANConfig
@@ -142,3 +143,31 @@ class RunConfig:
             critic_width=self.critic_width,
             ema_decay=self.ema_decay,
         )
+
+
+def add_arguments(parser: argparse.ArgumentParser, names: Iterable[str] | None = None) -> None:
+    """One ``--key`` option per RunConfig field (or per field in ``names``), with its help and
+    default, so every command speaks the run-config's language."""
+    wanted = None if names is None else set(names)
+    group = parser.add_argument_group("run config (the same keys as Flower's --run-config)")
+    for f in fields(RunConfig):
+        if wanted is not None and f.name not in wanted:
+            continue
+        option = "--" + f.name.replace("_", "-")
+        help_text = f.metadata.get("help", "")
+        if isinstance(f.default, bool):
+            group.add_argument(option, action="store_true", help=help_text)
+        elif f.default is not MISSING:
+            group.add_argument(
+                option, type=type(f.default), default=f.default, help=f"{help_text} (%(default)s)"
+            )
+
+
+def from_namespace(args: argparse.Namespace) -> RunConfig:
+    """The RunConfig of parsed options; fields a command does not offer keep their defaults."""
+    values = {
+        f.name: getattr(args, f.name)
+        for f in fields(RunConfig)
+        if getattr(args, f.name, None) is not None
+    }
+    return RunConfig(**values)

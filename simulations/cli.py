@@ -6,25 +6,11 @@ Running imports Flower, Ray and torch, so only the handler does; ``--help`` need
 from __future__ import annotations
 
 import argparse
-from dataclasses import MISSING, fields
 from pathlib import Path
 
 from fedgs.simulations.simulate import EngineOptions, run_simulation
 
-from fedgs.run_config import RunConfig
-
-
-def add_run_config_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("run config (the same keys as Flower's --run-config)")
-    for f in fields(RunConfig):
-        option = "--" + f.name.replace("_", "-")
-        help_text = f.metadata.get("help", "")
-        if isinstance(f.default, bool):
-            group.add_argument(option, action="store_true", help=help_text)
-        elif f.default is not MISSING:
-            group.add_argument(
-                option, type=type(f.default), default=f.default, help=f"{help_text} (%(default)s)"
-            )
+from fedgs.run_config import add_arguments, from_namespace
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "quick run on the embedded default data (5,000 real MNIST digits in 50 clients)."
         ),
     )
-    add_run_config_arguments(parser)
+    add_arguments(parser)
     parser.add_argument("--clients", dest="num_clients", type=int, help="alias of --num-clients")
     parser.add_argument("--out", dest="run_dir", help="alias of --run-dir")
     engine = parser.add_argument_group("simulation engine")
@@ -72,13 +58,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from fedgs.training.run_dir import summarize
 
-    values = {
-        f.name: getattr(args, f.name)
-        for f in fields(RunConfig)
-        if getattr(args, f.name, None) is not None
-    }
     try:
-        config = RunConfig(**values)
+        config = from_namespace(args)
     except (TypeError, ValueError) as error:
         print(f"fedgs simulate: error: {error}")
         return 2

@@ -12,8 +12,7 @@ the sanitizer nor the ``fedgs`` command line should pay for.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from fedgs.lazy_exports import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "Accountant": "accountants",
@@ -38,14 +37,4 @@ _EXPORTS: dict[str, str] = {
 }
 __all__ = sorted(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
