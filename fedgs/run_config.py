@@ -70,6 +70,12 @@ class RunConfig:
     )
     generator_width: int = field(default=16, metadata={"help": "G channel width (64 = paper size)"})
     critic_width: int = field(default=16, metadata={"help": "D channel width (64 = paper size)"})
+    beta1: float = field(
+        default=0.5,
+        metadata={
+            "help": "Adam beta1 of G and critics (0.5 as in the paper; 0.9 averages noisy steps longer)"
+        },
+    )
     ema_decay: float = field(default=0.999, metadata={"help": "EMA decay of G used for samples"})
     delta: float = field(
         default=1e-5, metadata={"help": "delta of every reported (epsilon, delta)"}
@@ -142,6 +148,7 @@ class RunConfig:
             generator_width=self.generator_width,
             critic_width=self.critic_width,
             ema_decay=self.ema_decay,
+            beta1=self.beta1,
         )
 
 
