@@ -73,7 +73,7 @@ class RunConfig:
     beta1: float = field(
         default=0.5,
         metadata={
-            "help": "Adam beta1 of G and critics (0.5 as in the paper; 0.9 averages noisy steps longer)"
+            "help": "Adam beta1 of G and critics (paper: 0.5; 0.9 averages noisy steps longer)"
         },
     )
     ema_decay: float = field(default=0.999, metadata={"help": "EMA decay of G used for samples"})
