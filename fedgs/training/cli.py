@@ -30,6 +30,7 @@ LOCAL_KEYS = (
     "lr_critic",
     "generator_width",
     "critic_width",
+    "beta1",
     "ema_decay",
     "delta",
     "accountant",
