@@ -89,6 +89,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     s0, s1 = result.initial_scores, result.final_scores
     print(f"\n{dataset.num_clients} clients of '{dataset.name}', single process (no Flower)")
-    print(f"  domain FID {s0.fid_domain:.1f} -> {s1.fid_domain:.1f} (untrained -> trained)")
+    if s0 is not None and s1 is not None:
+        print(f"  domain FID {s0.fid_domain:.1f} -> {s1.fid_domain:.1f} (untrained -> trained)")
     print(summarize(result.run_dir))
     return 0

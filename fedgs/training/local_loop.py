@@ -7,6 +7,7 @@ same as in the federated runner: one ledger entry per answered query.
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -50,8 +51,8 @@ class LocalRunOptions:
 @dataclass(frozen=True)
 class LocalRunResult:
     steps: int
-    initial_scores: GeneratorScores
-    final_scores: GeneratorScores
+    initial_scores: GeneratorScores | None  # None when evaluation is off (eval_every = 0)
+    final_scores: GeneratorScores | None
     run_dir: Path
 
 
@@ -84,15 +85,19 @@ def run_local_gswgan(
         },
     )
     accountant = get_accountant(options.accountant)
-    evaluator = GeneratorEvaluator.for_dataset(
-        dataset.fingerprint,
-        dataset.train_arrays(),
-        dataset.test_arrays(),
-        dataset.num_classes,
-        options.eval_samples,
+    evaluator = (
+        GeneratorEvaluator.for_dataset(
+            dataset.fingerprint,
+            dataset.train_arrays(),
+            dataset.test_arrays(),
+            dataset.num_classes,
+            options.eval_samples,
+        )
+        if options.eval_every > 0
+        else None
     )
     trainer = GeneratorTrainer(dataset.num_classes, config, seed=options.seed)
-    initial_scores = evaluator.score(trainer.sample)
+    initial_scores = evaluator.score(trainer.sample) if evaluator else None
 
     critics = []
     for k in tqdm(range(dataset.num_clients), desc="warm start", unit="client"):
@@ -104,7 +109,8 @@ def run_local_gswgan(
 
     ledger = PrivacyLedger()
     choose = torch.Generator().manual_seed(options.seed + 1)
-    noise = torch.Generator().manual_seed(options.seed + 2)
+    # DP noise is never derived from the run seed: whoever knows the seed could subtract it
+    noise = torch.Generator().manual_seed(secrets.randbits(63))
     scores = initial_scores
     started = time.perf_counter()
     with tqdm(total=options.steps, desc="GS-WGAN", unit="step") as bar:
@@ -125,16 +131,17 @@ def run_local_gswgan(
                 len(chosen), dataset.num_clients, config.noise_multiplier, config.batch_size
             )
             trainer.apply(replies)
+            epsilon, _ = ledger.epsilon_untrusted_max(options.delta, accountant)
             row = dict.fromkeys(_METRIC_COLUMNS) | {
                 "step": step,
                 "critic_loss": sum(critic_losses) / len(critic_losses),
                 "seconds": time.perf_counter() - started,
+                "epsilon_untrusted": epsilon,
             }
-            if step % options.eval_every == 0 or step == options.steps:
+            if evaluator and (step % options.eval_every == 0 or step == options.steps):
                 scores = evaluator.score(trainer.sample)
                 _sample_grid(trainer, run_dir, step)
-                epsilon, _ = ledger.epsilon_untrusted_max(options.delta, accountant)
-                row |= scores.to_dict() | {"epsilon_untrusted": epsilon}
+                row |= scores.to_dict()
                 bar.set_postfix(
                     eps=f"{epsilon:.1f}",
                     fid=f"{scores.fid_domain:.1f}",
