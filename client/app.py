@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fedgs.client.session import ClientSession, RequestRefused
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedgs import protocol
+from fedgs.client.session import ClientSession, RequestRefused
 from fedgs.run_config import RunConfig
 
 # Error codes of fedgs replies (Flower reserves small numbers for its own).

@@ -13,10 +13,10 @@ from functools import lru_cache
 from pathlib import Path
 
 import torch
-from fedgs.client.state_store import ClientStateStore
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from fedgs import protocol
+from fedgs.client.state_store import ClientStateStore
 from fedgs.data import FederatedDataset, load_federated
 from fedgs.privacy import PrivacyLedger
 from fedgs.run_config import RunConfig

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fedgs.server.run import GSWGANRun
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedgs.run_config import RunConfig
+from fedgs.server.run import GSWGANRun
 
 
 def build_server_app(overrides: Mapping[str, Any] | None = None) -> ServerApp:

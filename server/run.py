@@ -14,18 +14,18 @@ from dataclasses import asdict
 
 import numpy as np
 import torch
-from fedgs.client.session import dataset_for
-from fedgs.server.checkpoint import ServerState, load_checkpoint, save_checkpoint, save_ledger
-from fedgs.server.strategy import GSWGANStrategy
 from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 from tqdm.auto import tqdm
 
 from fedgs import protocol
+from fedgs.client.session import dataset_for
 from fedgs.metrics import GeneratorScores, save_class_grid
 from fedgs.metrics.evaluator import GeneratorEvaluator
 from fedgs.privacy import PrivacyLedger
 from fedgs.run_config import RunConfig
+from fedgs.server.checkpoint import ServerState, load_checkpoint, save_checkpoint, save_ledger
+from fedgs.server.strategy import GSWGANStrategy
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.run_dir import RunDirectory
 

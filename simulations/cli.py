@@ -8,9 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fedgs.simulations.simulate import EngineOptions, run_simulation
-
 from fedgs.run_config import add_arguments, from_namespace
+from fedgs.simulations.simulate import EngineOptions, run_simulation
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

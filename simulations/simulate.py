@@ -47,9 +47,10 @@ def run_simulation(config: RunConfig, options: EngineOptions) -> Path:
     """Run the ServerApp and ClientApp on Ray; returns the run directory."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray port on 127.0.0.1 only
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    from flwr.simulation import run_simulation as flower_run_simulation
+
     from fedgs.client.app import build_client_app
     from fedgs.server.app import build_server_app
-    from flwr.simulation import run_simulation as flower_run_simulation
 
     nodes = num_supernodes(config)
     overrides = config.with_updates(min_nodes=nodes).to_user_config()

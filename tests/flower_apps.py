@@ -11,16 +11,16 @@ from typing import Any
 
 import numpy as np
 import torch
-from fedgs.client.app import build_client_app
-from fedgs.server.run import wait_for_nodes
-from fedgs.server.strategy import GSWGANStrategy
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from fedgs import protocol
+from fedgs.client.app import build_client_app
 from fedgs.privacy import PrivacyLedger
 from fedgs.run_config import RunConfig
+from fedgs.server.run import wait_for_nodes
+from fedgs.server.strategy import GSWGANStrategy
 from fedgs.training.generator import GeneratorTrainer
 
 TAMPERED = {2: "nan", 3: "shape", 4: "huge"}  # partition id -> how its replies are corrupted

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from fedgs.client.session import ClientSession, RequestRefused
-from fedgs.client.state_store import ClientStateStore
 from flwr.app import Array, ArrayRecord, RecordDict
 
 from fedgs import protocol
+from fedgs.client.session import ClientSession, RequestRefused
+from fedgs.client.state_store import ClientStateStore
 from fedgs.run_config import RunConfig
 from fedgs.training.generator import GeneratorTrainer
 

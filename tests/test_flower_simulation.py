@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from fedgs.client.session import ClientSession
-from fedgs.simulations.simulate import EngineOptions, backend_config
 from flower_apps import TAMPERED, recording_server_app, tampering_client_app
 
 from fedgs import protocol
+from fedgs.client.session import ClientSession
 from fedgs.run_config import RunConfig
+from fedgs.simulations.simulate import EngineOptions, backend_config
 
 pytestmark = pytest.mark.slow
 
