@@ -16,6 +16,7 @@ from flwr.clientapp import ClientApp
 
 from fedgs import protocol
 from fedgs.client.session import ClientSession, RequestRefused
+from fedgs.privacy.sanitizer import NonFiniteGradientError
 from fedgs.run_config import RunConfig
 
 # Error codes of fedgs replies (Flower reserves small numbers for its own).
@@ -45,6 +46,9 @@ def _serve(
         )
     except RequestRefused as error:
         return Message(Error(code=ERROR_REFUSED, reason=f"refused: {error}"), reply_to=message)
+    except NonFiniteGradientError as error:  # a diverged critic: nothing is released
+        reason = f"client failure, nothing released: {error}"
+        return Message(Error(code=ERROR_INTERNAL, reason=reason), reply_to=message)
     except (KeyError, TypeError, ValueError) as error:
         reason = f"bad request: {type(error).__name__}: {error}"
         return Message(Error(code=ERROR_BAD_REQUEST, reason=reason), reply_to=message)
