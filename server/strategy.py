@@ -72,11 +72,15 @@ class GSWGANStrategy(Strategy):
 
     def sample_nodes(self, grid: Grid) -> list[int]:
         nodes = sorted(grid.get_node_ids())
+        self._population = len(nodes)
+        return self.choose(nodes)
+
+    def choose(self, nodes: list[int]) -> list[int]:
+        """m of the available nodes, uniformly without replacement."""
         if len(nodes) < self.clients_per_step:
             raise RuntimeError(
                 f"{self.clients_per_step} clients per step requested, {len(nodes)} nodes available"
             )
-        self._population = len(nodes)
         chosen = self.sampler.choice(len(nodes), size=self.clients_per_step, replace=False)
         return [nodes[i] for i in chosen]
 

@@ -64,6 +64,15 @@ def tampering_client_app(overrides: Mapping[str, Any]) -> ClientApp:
     return app
 
 
+class SteeredStrategy(GSWGANStrategy):
+    """The real strategy, except that a test picks which nodes a step queries."""
+
+    keep: set[int] | None = None  # None: every node
+
+    def choose(self, nodes: list[int]) -> list[int]:
+        return [n for n in nodes if self.keep is None or n in self.keep]
+
+
 def recording_server_app(config: RunConfig, plan: list[str], record: list[dict]) -> ServerApp:
     """Runs one GS-WGAN step per plan entry ('all', 'honest' or 'tampered' nodes) and appends
     what it saw to ``record``: the replies, the outcome and the generator before/after."""
@@ -74,16 +83,16 @@ def recording_server_app(config: RunConfig, plan: list[str], record: list[dict])
         nodes = wait_for_nodes(grid, config.min_nodes, timeout=60)
         trainer = GeneratorTrainer(10, config.gswgan(), seed=0)
         ledger = PrivacyLedger()
-        strategy = GSWGANStrategy(trainer, ledger, np.random.default_rng(0), len(nodes))
+        strategy = SteeredStrategy(trainer, ledger, np.random.default_rng(0), len(nodes))
         partition_of: dict[int, int] = {}
         for step, which in enumerate(plan, start=1):
+            tampered = which == "tampered"
+            strategy.keep = (
+                None
+                if which == "all"
+                else {n for n, p in partition_of.items() if (p in TAMPERED) == tampered}
+            )
             messages = list(strategy.configure_train(step, ArrayRecord(), ConfigRecord(), grid))
-            if which != "all":
-                keep = {
-                    n for n, p in partition_of.items() if (p in TAMPERED) == (which == "tampered")
-                }
-                messages = [m for m in messages if m.metadata.dst_node_id in keep]
-                strategy._pending = {n: k for n, k in strategy._pending.items() if n in keep}
             before = [p.detach().clone() for p in trainer.generator.parameters()]
             replies = list(grid.send_and_receive(messages, timeout=600))
             for reply in replies:
