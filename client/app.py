@@ -15,7 +15,9 @@ from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedgs import protocol
+from fedgs.client.fedavg_session import FedAvgClient
 from fedgs.client.session import ClientSession, RequestRefused
+from fedgs.privacy.dp_fedavg import NonFiniteDeltaError
 from fedgs.privacy.sanitizer import NonFiniteGradientError
 from fedgs.run_config import RunConfig
 
@@ -25,28 +27,25 @@ ERROR_REFUSED = 4403
 ERROR_INTERNAL = 4500
 
 
-def _session(context: Context, overrides: Mapping[str, Any]) -> ClientSession:
-    config = RunConfig.from_user_config(context.run_config, context.node_config, overrides)
-    if "partition-id" not in context.node_config:
-        raise RequestRefused("node config has no 'partition-id': which client is this node?")
-    return ClientSession(config, int(context.node_config["partition-id"]))
+# (run config, partition id, request content) -> reply content
+Handler = Callable[[RunConfig, int, RecordDict], RecordDict]
 
 
 def _serve(
-    message: Message,
-    context: Context,
-    overrides: Mapping[str, Any],
-    handler: Callable[[ClientSession, RecordDict], RecordDict],
+    message: Message, context: Context, overrides: Mapping[str, Any], handler: Handler
 ) -> Message:
     try:
-        content = handler(_session(context, overrides), message.content)
+        config = RunConfig.from_user_config(context.run_config, context.node_config, overrides)
+        if "partition-id" not in context.node_config:
+            raise RequestRefused("node config has no 'partition-id': which client is this node?")
+        content = handler(config, int(context.node_config["partition-id"]), message.content)
     except protocol.ProtocolError as error:
         return Message(
             Error(code=ERROR_BAD_REQUEST, reason=f"bad request: {error}"), reply_to=message
         )
     except RequestRefused as error:
         return Message(Error(code=ERROR_REFUSED, reason=f"refused: {error}"), reply_to=message)
-    except NonFiniteGradientError as error:  # a diverged critic: nothing is released
+    except (NonFiniteGradientError, NonFiniteDeltaError) as error:  # a diverged critic
         reason = f"client failure, nothing released: {error}"
         return Message(Error(code=ERROR_INTERNAL, reason=reason), reply_to=message)
     except (KeyError, TypeError, ValueError) as error:
@@ -62,11 +61,15 @@ def build_client_app(overrides: Mapping[str, Any] | None = None) -> ClientApp:
 
     @app.train("gswgan")
     def gswgan_query(message: Message, context: Context) -> Message:
-        return _serve(message, context, fixed, ClientSession.answer)
+        return _serve(message, context, fixed, lambda c, p, r: ClientSession(c, p).answer(r))
+
+    @app.train("fedavggan")
+    def fedavg_query(message: Message, context: Context) -> Message:
+        return _serve(message, context, fixed, lambda c, p, r: FedAvgClient(c, p).answer(r))
 
     @app.train("warmstart")
     def warm_start(message: Message, context: Context) -> Message:
-        return _serve(message, context, fixed, ClientSession.warm_start)
+        return _serve(message, context, fixed, lambda c, p, r: ClientSession(c, p).warm_start(r))
 
     return app
 

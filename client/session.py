@@ -137,7 +137,7 @@ class ClientSession:
         self.ledger.record_query(self.client_id, self.gswgan.noise_multiplier, batch_size)
         self._save()  # the cost is on disk before anything is released
         norms = sanitized.pre_clip_norms
-        arrays_out = protocol.encode_gradient(sanitized)
+        arrays_out = protocol.encode_gradient(sanitized, self.config.wire_dtype)
         return RecordDict(
             {
                 protocol.SANITIZED: ArrayRecord({k: Array(v) for k, v in arrays_out.items()}),

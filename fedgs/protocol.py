@@ -1,12 +1,13 @@
 """The GS-WGAN wire protocol between the server and a client: message types and record keys.
 
 Down (server -> client), message type ``train.gswgan``:
-  ArrayRecord ``fakes``: ``images`` float32 (n_dis, B, 784) in [-1, 1], ``labels`` int64 (n_dis, B).
+  ArrayRecord ``fakes``: ``images`` (n_dis, B, 784) in [-1, 1], ``labels`` int64 (n_dis, B).
   The last batch is also the one whose gradient comes back.
-Up (client -> server): ArrayRecord ``sanitized``: ``gradient`` float32 (B, 784), the clipped and
+Up (client -> server): ArrayRecord ``sanitized``: ``gradient`` (B, 784), the clipped and
   noised upstream gradient and nothing else; MetricRecord ``metrics``; ConfigRecord ``client``
   with the client's id (the server learns which writer answered only from what it reports).
 Warm start, message type ``train.warmstart``: ConfigRecord ``warmstart`` {steps}; reply metrics.
+Float payloads travel as float32, float16 or bfloat16 (``fedgs.wire``; run-config ``wire-dtype``).
 Clients answer a request they cannot or will not serve with an error reply (never a crash).
 """
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from fedgs import wire
 from fedgs.privacy.sanitizer import SanitizedGradient
 
 QUERY = "train.gswgan"
@@ -47,10 +49,12 @@ class FakeBatches:
         return list(zip(self.images, self.labels, strict=True))
 
 
-def encode_fakes(images: list[torch.Tensor], labels: list[torch.Tensor]) -> dict[str, np.ndarray]:
+def encode_fakes(
+    images: list[torch.Tensor], labels: list[torch.Tensor], wire_dtype: str = "float32"
+) -> dict[str, np.ndarray]:
     stacked = torch.stack([x.reshape(x.shape[0], PIXELS) for x in images])
     return {
-        IMAGES: stacked.detach().cpu().numpy().astype(np.float32),
+        IMAGES: wire.encode(stacked.detach().cpu().numpy(), wire_dtype),
         LABELS: torch.stack(labels).cpu().numpy().astype(np.int64),
     }
 
@@ -60,7 +64,7 @@ def decode_fakes(arrays: dict[str, np.ndarray], num_classes: int) -> FakeBatches
     for key in (IMAGES, LABELS):
         if key not in arrays:
             raise ProtocolError(f"query is missing the '{key}' array")
-    images, labels = arrays[IMAGES], arrays[LABELS]
+    images, labels = _floats(arrays[IMAGES], IMAGES), arrays[LABELS]
     if images.ndim != 3 or images.shape[2] != PIXELS:
         raise ProtocolError(f"images must have shape (n_dis, B, {PIXELS}), got {images.shape}")
     n_dis, batch = images.shape[:2]
@@ -82,11 +86,20 @@ def decode_fakes(arrays: dict[str, np.ndarray], num_classes: int) -> FakeBatches
     )
 
 
-def encode_gradient(sanitized: SanitizedGradient) -> dict[str, np.ndarray]:
+def _floats(payload: np.ndarray, name: str) -> np.ndarray:
+    try:
+        return wire.decode(payload)
+    except wire.WireFormatError as error:
+        raise ProtocolError(f"'{name}': {error}") from error
+
+
+def encode_gradient(
+    sanitized: SanitizedGradient, wire_dtype: str = "float32"
+) -> dict[str, np.ndarray]:
     """The only array a client sends: it accepts nothing but a SanitizedGradient."""
     if not isinstance(sanitized, SanitizedGradient):
         raise TypeError("only a SanitizedGradient may leave a client")
-    return {GRADIENT: sanitized.values.detach().cpu().numpy().astype(np.float32)}
+    return {GRADIENT: wire.encode(sanitized.values.detach().cpu().numpy(), wire_dtype)}
 
 
 def plausible_magnitude(clip_norm: float, noise_multiplier: float) -> float:
@@ -101,7 +114,7 @@ def decode_gradient(
     """The server's check of a reply: exact shape, finite and plausible values, nothing else."""
     if set(arrays) != {GRADIENT}:
         raise ProtocolError(f"reply must hold exactly the '{GRADIENT}' array, got {sorted(arrays)}")
-    gradient = arrays[GRADIENT]
+    gradient = _floats(arrays[GRADIENT], GRADIENT)
     if gradient.shape != (batch_size, PIXELS):
         raise ProtocolError(
             f"gradient must have shape {(batch_size, PIXELS)}, got {gradient.shape}"

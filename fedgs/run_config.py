@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
-from fedgs.training.hparams import GSWGANConfig
+from fedgs.training.hparams import FedAvgGANConfig, GSWGANConfig
+
+STRATEGIES = ("gswgan", "fedavg-gan")
 
 
 def _coerce(value: Any, default: Any, key: str) -> Any:
@@ -47,8 +49,18 @@ class RunConfig:
         default=0,
         metadata={"help": "embedded/mnist: number of virtual clients (0 = loader default)"},
     )
+    strategy: str = field(
+        default="gswgan",
+        metadata={"help": "gswgan (untrusted server) or fedavg-gan (DP-FedAvg, trusted server)"},
+    )
+    steps: int = field(
+        default=200, metadata={"help": "private generator steps (fedavg-gan: rounds)"}
+    )
+    wire_dtype: str = field(
+        default="float32",
+        metadata={"help": "float payload format on the wire: float32, float16 or bfloat16"},
+    )
     # GS-WGAN
-    steps: int = field(default=200, metadata={"help": "private generator steps"})
     warm_start_steps: int = field(
         default=20,
         metadata={"help": "non-private critic pre-training steps per client (no privacy cost)"},
@@ -77,6 +89,35 @@ class RunConfig:
         },
     )
     ema_decay: float = field(default=0.999, metadata={"help": "EMA decay of G used for samples"})
+    # Fed-Avg GAN (batch-size and, for fedavg-models=gswgan, the widths are shared)
+    fedavg_models: str = field(
+        default="paper",
+        metadata={"help": "fedavg-gan networks: paper (TF-GAN MNIST, 13.3M/6.56M) or gswgan"},
+    )
+    fedavg_clients_per_round: int = field(
+        default=10, metadata={"help": "fedavg-gan: expected clients per round (Poisson, q = m/K)"}
+    )
+    fedavg_critic_steps: int = field(
+        default=6, metadata={"help": "fedavg-gan: client critic SGD steps per round (n_D)"}
+    )
+    fedavg_generator_steps: int = field(
+        default=6, metadata={"help": "fedavg-gan: server generator SGD steps per round (n_G)"}
+    )
+    fedavg_lr_client: float = field(
+        default=5e-4, metadata={"help": "fedavg-gan: client SGD learning rate"}
+    )
+    fedavg_lr_server: float = field(
+        default=1.0, metadata={"help": "fedavg-gan: server learning rate on the mean delta"}
+    )
+    fedavg_lr_generator: float = field(
+        default=5e-3, metadata={"help": "fedavg-gan: generator SGD learning rate"}
+    )
+    fedavg_clip_norm: float = field(
+        default=0.1, metadata={"help": "fedavg-gan: L2 bound S on each client's critic delta"}
+    )
+    fedavg_noise_multiplier: float = field(
+        default=0.01, metadata={"help": "fedavg-gan: z; noise std z*S on the sum of deltas"}
+    )
     delta: float = field(
         default=1e-5, metadata={"help": "delta of every reported (epsilon, delta)"}
     )
@@ -136,6 +177,32 @@ class RunConfig:
 
     def with_updates(self, **changes: Any) -> RunConfig:
         return replace(self, **changes)
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown strategy {self.strategy!r} (known: {', '.join(STRATEGIES)})")
+        from fedgs.wire import WIRE_DTYPES
+
+        if self.wire_dtype not in WIRE_DTYPES:
+            raise ValueError(
+                f"unknown wire-dtype {self.wire_dtype!r} (known: {', '.join(WIRE_DTYPES)})"
+            )
+
+    def fedavg_gan(self) -> FedAvgGANConfig:
+        return FedAvgGANConfig(
+            models=self.fedavg_models,
+            clients_per_round=self.fedavg_clients_per_round,
+            critic_steps=self.fedavg_critic_steps,
+            generator_steps=self.fedavg_generator_steps,
+            batch_size=self.batch_size,
+            lr_client=self.fedavg_lr_client,
+            lr_server=self.fedavg_lr_server,
+            lr_generator=self.fedavg_lr_generator,
+            clip_norm=self.fedavg_clip_norm,
+            noise_multiplier=self.fedavg_noise_multiplier,
+            generator_width=self.generator_width,
+            critic_width=self.critic_width,
+        )
 
     def gswgan(self) -> GSWGANConfig:
         return GSWGANConfig(

@@ -1,4 +1,4 @@
-"""The fedgs ServerApp: federated GS-WGAN driven from the run config.
+"""The fedgs ServerApp: federated GS-WGAN or Fed-Avg GAN (run-config ``strategy``).
 
 ``app`` is what ``flwr run`` loads (settings from ``--run-config``); simulation runners build
 their own with :func:`build_server_app`, whose overrides win over the run config.
@@ -13,7 +13,10 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedgs.run_config import RunConfig
+from fedgs.server.fedavg_run import FedAvgGANRun
 from fedgs.server.run import GSWGANRun
+
+RUNS = {"gswgan": GSWGANRun, "fedavg-gan": FedAvgGANRun}
 
 
 def build_server_app(overrides: Mapping[str, Any] | None = None) -> ServerApp:
@@ -22,7 +25,8 @@ def build_server_app(overrides: Mapping[str, Any] | None = None) -> ServerApp:
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        GSWGANRun(RunConfig.from_user_config(context.run_config, fixed)).run(grid)
+        config = RunConfig.from_user_config(context.run_config, fixed)
+        RUNS[config.strategy](config).run(grid)
 
     return app
 

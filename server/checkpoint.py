@@ -9,7 +9,6 @@ atomically: a crash mid-write leaves the previous version readable.
 from __future__ import annotations
 
 import io
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import torch
 
 from fedgs.privacy import PrivacyLedger
 from fedgs.training.generator import GeneratorTrainer
+from fedgs.training.run_dir import write_atomic
 
 CHECKPOINT_NAME = "checkpoint.pt"
 LEDGER_NAME = "ledger.json"
@@ -31,17 +31,8 @@ class ServerState:
     sampler: np.random.Generator
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 def save_ledger(run_dir: Path, ledger: PrivacyLedger) -> None:
-    _write_atomic(Path(run_dir) / LEDGER_NAME, ledger.to_json().encode())
+    write_atomic(Path(run_dir) / LEDGER_NAME, ledger.to_json().encode())
 
 
 def save_checkpoint(run_dir: Path, state: ServerState) -> Path:
@@ -57,7 +48,7 @@ def save_checkpoint(run_dir: Path, state: ServerState) -> Path:
     buffer = io.BytesIO()
     torch.save(payload, buffer)
     path = Path(run_dir) / CHECKPOINT_NAME
-    _write_atomic(path, buffer.getvalue())
+    write_atomic(path, buffer.getvalue())
     save_ledger(run_dir, state.ledger)
     return path
 

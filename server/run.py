@@ -2,7 +2,9 @@
 
 Writes the run directory (config, metrics CSV per step, privacy report, sample grids at
 checkpoints, final generator) and checkpoints every ``checkpoint-every`` steps so ``resume=true``
-continues a killed run with its ledger intact. Scores use the dataset's real data on the server:
+continues a killed run with its ledger intact. The loop is shared by both strategies; each names
+its epsilon column after its threat model (GS-WGAN: ``epsilon_untrusted``, max over clients;
+Fed-Avg GAN: ``epsilon_trusted_server``). Scores use the dataset's real data on the server:
 a measurement convenience of simulation, never an input to training.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from abc import ABC, abstractmethod
 from dataclasses import asdict
 
 import numpy as np
@@ -20,11 +23,13 @@ from tqdm.auto import tqdm
 
 from fedgs import protocol
 from fedgs.client.session import dataset_for
+from fedgs.comm import message_bytes
 from fedgs.metrics import GeneratorScores, save_class_grid
 from fedgs.metrics.evaluator import GeneratorEvaluator
 from fedgs.privacy import PrivacyLedger
 from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import ServerState, load_checkpoint, save_checkpoint, save_ledger
+from fedgs.server.fedavg_strategy import FedAvgGANStrategy
 from fedgs.server.strategy import GSWGANStrategy
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.run_dir import RunDirectory
@@ -38,10 +43,9 @@ METRIC_COLUMNS = (
     "dropped",
     "critic_loss",
     "wasserstein",
-    "grad_norm_mean",
     "clipped_fraction",
-    "epsilon_untrusted",
-    "epsilon_trusted_sampler",
+    "bytes_down",
+    "bytes_up",
     "seconds",
     "inception_score",
     "fid_domain",
@@ -97,22 +101,22 @@ def warm_start_clients(grid: Grid, config: RunConfig) -> dict[str, int]:
     return {"warm_started": done, "warm_start_failed": failed}
 
 
-class GSWGANRun:
-    """Holds a run's state and writes its outputs; :meth:`run` drives it on a grid."""
+class FederatedRun(ABC):
+    """The loop both strategies share: nodes, steps, metrics rows, samples, checkpoints, outputs.
+
+    A subclass provides the strategy and trainer, its privacy state and what a checkpoint holds.
+    """
+
+    name = ""
+    columns: tuple[str, ...] = ()
+    epsilon_column = ""  # the run's headline guarantee, named after its threat model
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
         self.out = RunDirectory(config.run_dir)
         self.dataset = dataset_for(config)
-        gswgan = config.gswgan()
-        trainer = GeneratorTrainer(self.dataset.num_classes, gswgan, seed=config.seed)
-        self.state = ServerState(
-            0, trainer, PrivacyLedger(), np.random.default_rng(config.seed + 1)
-        )
-        self.resumed = config.resume and load_checkpoint(self.out.root, self.state)
-        self.strategy = GSWGANStrategy(
-            trainer, self.state.ledger, self.state.sampler, config.clients_per_step
-        )
+        self.sampler = np.random.default_rng(config.seed + 1)
+        self.step = 0
         self.evaluator = (
             GeneratorEvaluator.for_dataset(
                 self.dataset.fingerprint,
@@ -127,11 +131,155 @@ class GSWGANRun:
         self.initial_scores: GeneratorScores | None = None
         self.final_scores: GeneratorScores | None = None
 
+    # --- what a strategy provides
+    strategy: GSWGANStrategy | FedAvgGANStrategy
+
+    @abstractmethod
+    def sample(self, labels: torch.Tensor) -> torch.Tensor:
+        """Images of the given labels from the generator the run reports on."""
+
+    @abstractmethod
+    def prepare_clients(self, grid: Grid) -> None:
+        """Anything clients must do before the first step (GS-WGAN: warm start)."""
+
+    def would_pass_target(self) -> bool:
+        return False
+
+    @abstractmethod
+    def privacy_row(self) -> dict:
+        """Epsilon columns of a step's metrics row (cheap: computed every step)."""
+
+    @abstractmethod
+    def save_privacy_state(self) -> None:
+        """What was paid is on disk after every step, before anything else."""
+
+    @abstractmethod
+    def checkpoint(self) -> dict:
+        """Save the checkpoint and the privacy report; return the columns to log with it."""
+
+    @abstractmethod
+    def load_checkpoint(self) -> bool:
+        """Restore the run from its directory (resume); False when there is no checkpoint."""
+
+    @abstractmethod
+    def final_payload(self) -> dict:
+        """What generator.pt holds at the end."""
+
+    # --- the shared loop
+    def _score(self, step: int) -> GeneratorScores | None:
+        num_classes = self.dataset.num_classes
+        save_class_grid(self.sample, num_classes, self.out.samples / f"step_{step:06d}.png")
+        return self.evaluator.score(self.sample) if self.evaluator else None
+
+    def _step(self, grid: Grid, step: int, started: float) -> dict:
+        """One generator step (round); returns its metrics row."""
+        c = self.config
+        messages = list(self.strategy.configure_train(step, ArrayRecord(), ConfigRecord(), grid))
+        bytes_down = sum(message_bytes(m) for m in messages)
+        replies = list(grid.send_and_receive(messages, timeout=c.reply_timeout))
+        bytes_up = sum(message_bytes(r) for r in replies)
+        self.strategy.aggregate_train(step, replies)
+        self.save_privacy_state()
+        self.step = step
+        outcome = self.strategy.last_outcome
+        row = dict.fromkeys(self.columns) | {
+            "step": step,
+            "sampled": outcome.sampled,
+            "answered": outcome.answered,
+            "dropped": outcome.dropped,
+            "critic_loss": outcome.mean("critic-loss"),
+            "wasserstein": outcome.mean("wasserstein"),
+            "clipped_fraction": outcome.mean("clipped-fraction"),
+            "bytes_down": bytes_down,
+            "bytes_up": bytes_up,
+            "seconds": time.perf_counter() - started,
+        }
+        row |= self.step_metrics(outcome) | self.privacy_row()
+        if c.eval_every > 0 and (step % c.eval_every == 0 or step == c.steps):
+            scores = self._score(step)
+            if scores is not None:
+                self.final_scores = scores
+                row |= {k: v for k, v in scores.to_dict().items() if k in row}
+        if step % c.checkpoint_every == 0 or step == c.steps:
+            row |= self.checkpoint()
+        self.out.append_metrics(row)
+        return row
+
+    def step_metrics(self, outcome) -> dict:
+        """Strategy-specific columns of a step's row."""
+        return {}
+
+    def run(self, grid: Grid) -> None:
+        c = self.config
+        resumed = c.resume and self.load_checkpoint()
+        wait_for_nodes(grid, max(c.min_nodes, 1), c.reply_timeout)
+        if not resumed:
+            self.out.write_json(
+                self.out.config_json,
+                c.to_user_config() | {"num_nodes": len(list(grid.get_node_ids()))},
+            )
+        self.prepare_clients(grid)
+        if self.evaluator is not None:
+            self.initial_scores = self.evaluator.score(self.sample)
+        started, first_step = time.perf_counter(), self.step + 1
+        with tqdm(total=c.steps, initial=self.step, desc=self.name, unit="step") as bar:
+            for step in range(first_step, c.steps + 1):
+                if self.would_pass_target():
+                    logger.warning(
+                        "stopping before step %d: target epsilon %g reached", step, c.target_epsilon
+                    )
+                    break
+                row = self._step(grid, step, started)
+                loss = row["critic_loss"]
+                bar.set_postfix(
+                    eps=f"{row[self.epsilon_column]:.3g}",
+                    loss="-" if loss is None else f"{loss:.2f}",
+                )
+                bar.update()
+        if self.step % c.checkpoint_every != 0 and self.step != c.steps:
+            self.checkpoint()  # stopped early (target epsilon): keep what was done
+        torch.save(self.final_payload(), self.out.generator_pt)
+
+
+class GSWGANRun(FederatedRun):
+    """Federated GS-WGAN: untrusted server, per-client ledger, warm-started private critics."""
+
+    name = "GS-WGAN"
+    epsilon_column = "epsilon_untrusted"
+    columns = (*METRIC_COLUMNS, "grad_norm_mean", epsilon_column, "epsilon_trusted_sampler")
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        gswgan = config.gswgan()
+        trainer = GeneratorTrainer(self.dataset.num_classes, gswgan, seed=config.seed)
+        self.state = ServerState(0, trainer, PrivacyLedger(), self.sampler)
+        self.strategy = GSWGANStrategy(
+            trainer, self.state.ledger, self.sampler, config.clients_per_step, config.wire_dtype
+        )
+
     @property
     def trainer(self) -> GeneratorTrainer:
         return self.state.trainer
 
-    def _would_pass_target(self) -> bool:
+    @abstractmethod
+    def sample(self, labels: torch.Tensor) -> torch.Tensor:
+        return self.trainer.sample(labels)
+
+    @abstractmethod
+    def load_checkpoint(self) -> bool:
+        if not load_checkpoint(self.out.root, self.state):
+            return False
+        self.step = self.state.step
+        self.strategy.ledger = self.state.ledger
+        return True
+
+    def prepare_clients(self, grid: Grid) -> None:
+        c = self.config
+        wait_for_nodes(grid, max(c.min_nodes, c.clients_per_step), c.reply_timeout)
+        if c.warm_start_steps > 0:
+            warm_start_clients(grid, c)
+
+    def would_pass_target(self) -> bool:
         """Whether one more step could take the run epsilon past the target (worst case: the
         most-queried client is sampled again)."""
         target, c = self.config.target_epsilon, self.config
@@ -144,94 +292,36 @@ class GSWGANRun:
             client, c.noise_multiplier, c.batch_size, target, c.delta, c.accountant
         )
 
-    def _score(self, step: int) -> GeneratorScores | None:
-        save_class_grid(
-            self.trainer.sample, self.trainer.num_classes, self.out.samples / f"step_{step:06d}.png"
-        )
-        return self.evaluator.score(self.trainer.sample) if self.evaluator else None
+    def step_metrics(self, outcome) -> dict:
+        return {"grad_norm_mean": outcome.mean("grad-norm-mean")}
 
-    def _checkpoint(self) -> dict:
-        """Save the checkpoint and the privacy report; returns the report."""
+    @abstractmethod
+    def privacy_row(self) -> dict:
+        c = self.config
+        epsilon = self.state.ledger.epsilon_untrusted_max(c.delta, c.accountant)[0]
+        return {self.epsilon_column: epsilon}
+
+    @abstractmethod
+    def save_privacy_state(self) -> None:
+        save_ledger(self.out.root, self.state.ledger)  # paid queries are on disk every step
+
+    @abstractmethod
+    def checkpoint(self) -> dict:
+        self.state.step = self.step
         save_checkpoint(self.out.root, self.state)
         c = self.config
-        return self.out.write_privacy_report(
-            self.state.ledger,
-            c.delta,
-            c.accountant,
-            self.state.step,
-            c.noise_multiplier,
-            c.batch_size,
+        report = self.out.write_privacy_report(
+            self.state.ledger, c.delta, c.accountant, self.step, c.noise_multiplier, c.batch_size
         )
+        # the trusted-sampler figure costs ~0.2 s (subsampled RDP): computed at checkpoints
+        return {"epsilon_trusted_sampler": report["trusted_sampler"]["epsilon"]}
 
-    def _step(self, grid: Grid, step: int, started: float) -> dict:
-        """One generator step; returns its metrics row."""
-        c = self.config
-        replies = grid.send_and_receive(
-            self.strategy.configure_train(step, ArrayRecord(), ConfigRecord(), grid),
-            timeout=c.reply_timeout,
-        )
-        self.strategy.aggregate_train(step, replies)
-        save_ledger(self.out.root, self.state.ledger)  # paid queries are on disk every step
-        self.state.step = step
-        outcome = self.strategy.last_outcome
-        row = dict.fromkeys(METRIC_COLUMNS) | {
-            "step": step,
-            "sampled": outcome.sampled,
-            "answered": outcome.answered,
-            "dropped": outcome.dropped,
-            "critic_loss": outcome.mean("critic-loss"),
-            "wasserstein": outcome.mean("wasserstein"),
-            "grad_norm_mean": outcome.mean("grad-norm-mean"),
-            "clipped_fraction": outcome.mean("clipped-fraction"),
-            "epsilon_untrusted": self.state.ledger.epsilon_untrusted_max(c.delta, c.accountant)[0],
-            "seconds": time.perf_counter() - started,
+    @abstractmethod
+    def final_payload(self) -> dict:
+        return {
+            "strategy": "gswgan",
+            "generator": self.trainer.generator.state_dict(),
+            "ema": self.trainer.ema.module.state_dict(),
+            "gswgan": asdict(self.config.gswgan()),
+            "num_classes": self.trainer.num_classes,
         }
-        if c.eval_every > 0 and (step % c.eval_every == 0 or step == c.steps):
-            scores = self._score(step)
-            if scores is not None:
-                self.final_scores = scores
-                row |= {k: v for k, v in scores.to_dict().items() if k in row}
-        if step % c.checkpoint_every == 0 or step == c.steps:
-            # the trusted-sampler figure costs ~0.2 s (subsampled RDP): computed at checkpoints
-            row["epsilon_trusted_sampler"] = self._checkpoint()["trusted_sampler"]["epsilon"]
-        self.out.append_metrics(row)
-        return row
-
-    def run(self, grid: Grid) -> None:
-        c = self.config
-        wait_for_nodes(grid, max(c.min_nodes, c.clients_per_step), c.reply_timeout)
-        if not self.resumed:
-            self.out.write_json(
-                self.out.config_json,
-                c.to_user_config() | {"num_nodes": len(list(grid.get_node_ids()))},
-            )
-        if c.warm_start_steps > 0:
-            warm_start_clients(grid, c)
-        if self.evaluator is not None:
-            self.initial_scores = self.evaluator.score(self.trainer.sample)
-        started, first_step = time.perf_counter(), self.state.step + 1
-        with tqdm(total=c.steps, initial=self.state.step, desc="GS-WGAN", unit="step") as bar:
-            for step in range(first_step, c.steps + 1):
-                if self._would_pass_target():
-                    logger.warning(
-                        "stopping before step %d: target epsilon %g reached", step, c.target_epsilon
-                    )
-                    break
-                row = self._step(grid, step, started)
-                loss = row["critic_loss"]
-                bar.set_postfix(
-                    eps=f"{row['epsilon_untrusted']:.1f}",
-                    loss="-" if loss is None else f"{loss:.2f}",
-                )
-                bar.update()
-        if self.state.step % c.checkpoint_every != 0 and self.state.step != c.steps:
-            self._checkpoint()  # stopped early (target epsilon): keep what was done
-        torch.save(
-            {
-                "generator": self.trainer.generator.state_dict(),
-                "ema": self.trainer.ema.module.state_dict(),
-                "gswgan": asdict(c.gswgan()),
-                "num_classes": self.trainer.num_classes,
-            },
-            self.out.generator_pt,
-        )

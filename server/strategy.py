@@ -50,11 +50,13 @@ class GSWGANStrategy(Strategy):
         ledger: PrivacyLedger,
         sampler: np.random.Generator,
         clients_per_step: int = 1,
+        wire_dtype: str = "float32",
     ) -> None:
         self.trainer = trainer
         self.ledger = ledger
         self.sampler = sampler
         self.clients_per_step = clients_per_step
+        self.wire_dtype = wire_dtype
         self._pending: dict[int, int] = {}  # node id -> index of its query in this step
         self._population = 0
         self.last_outcome: StepOutcome | None = None
@@ -93,7 +95,7 @@ class GSWGANStrategy(Strategy):
         self._pending = {node: k for k, node in enumerate(nodes)}
         messages = []
         for node, query in zip(nodes, queries, strict=True):
-            fakes = protocol.encode_fakes(query.images, query.labels)
+            fakes = protocol.encode_fakes(query.images, query.labels, self.wire_dtype)
             content = RecordDict(
                 {
                     protocol.FAKES: ArrayRecord({k: Array(v) for k, v in fakes.items()}),

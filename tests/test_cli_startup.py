@@ -31,4 +31,3 @@ def test_help_of_every_command_imports_no_heavy_library() -> None:
         [sys.executable, "-c", _CHILD], capture_output=True, text=True, check=True, timeout=120
     )
     assert json.loads(child.stdout) == []
-

@@ -22,8 +22,13 @@ from fedgs.privacy import (
 )
 def test_untrusted_calibration_hits_the_target(accountant, queries, target, tolerance):
     sigma = calibrate_noise_multiplier(
-        target, 1e-5, batch_size=32, queries_per_client=queries, accountant=accountant,
-        tolerance=tolerance, search_range=(0.5, 50.0),
+        target,
+        1e-5,
+        batch_size=32,
+        queries_per_client=queries,
+        accountant=accountant,
+        tolerance=tolerance,
+        search_range=(0.5, 50.0),
     )
     acct = get_accountant(accountant)
 
@@ -36,8 +41,15 @@ def test_untrusted_calibration_hits_the_target(accountant, queries, target, tole
 def test_trusted_sampler_calibration_hits_the_target():
     acct = get_accountant("autodp-rdp")
     sigma = calibrate_noise_multiplier(
-        5.0, 1e-5, batch_size=1, steps=200, clients=50, model="trusted-sampler",
-        accountant=acct, tolerance=0.1, search_range=(0.5, 1.2),
+        5.0,
+        1e-5,
+        batch_size=1,
+        steps=200,
+        clients=50,
+        model="trusted-sampler",
+        accountant=acct,
+        tolerance=0.1,
+        search_range=(0.5, 1.2),
     )
 
     def eps(s: float) -> float:

@@ -11,8 +11,16 @@ from autodp import rdp_acct, rdp_bank
 from fedgs.privacy import cli, get_accountant, simulate_query_counts, untrusted_client_event
 
 PAPER_FEDERATED = [
-    "--clients", "866", "--steps", "30000", "--batch-size", "32",
-    "--noise-multiplier", "1.07", "--delta", "1.15e-3",
+    "--clients",
+    "866",
+    "--steps",
+    "30000",
+    "--batch-size",
+    "32",
+    "--noise-multiplier",
+    "1.07",
+    "--delta",
+    "1.15e-3",
 ]
 
 
@@ -30,9 +38,14 @@ def test_json_reports_every_threat_model(capsys):
     assert run([*PAPER_FEDERATED, "--json", "--seed", "5"]) == 0
     out = json.loads(capsys.readouterr().out)
     for key in (
-        "epsilon_untrusted_expected", "epsilon_untrusted_worst_client",
-        "epsilon_trusted_sampler", "epsilon_paper", "accountant",
-        "worst_client_queries", "expected_queries", "threat_models",
+        "epsilon_untrusted_expected",
+        "epsilon_untrusted_worst_client",
+        "epsilon_trusted_sampler",
+        "epsilon_paper",
+        "accountant",
+        "worst_client_queries",
+        "expected_queries",
+        "threat_models",
     ):
         assert key in out
     assert out["accountant"] == "autodp-rdp"
@@ -50,8 +63,19 @@ def test_json_reports_every_threat_model(capsys):
 
 def test_centralized_setting_reports_the_papers_ten(capsys):
     argv = [
-        "--clients", "1000", "--steps", "20000", "--batch-size", "32",
-        "--noise-multiplier", "1.07", "--delta", "1e-5", "--setting", "centralized", "--json",
+        "--clients",
+        "1000",
+        "--steps",
+        "20000",
+        "--batch-size",
+        "32",
+        "--noise-multiplier",
+        "1.07",
+        "--delta",
+        "1e-5",
+        "--setting",
+        "centralized",
+        "--json",
     ]
     assert run(argv) == 0
     out = json.loads(capsys.readouterr().out)
@@ -68,8 +92,19 @@ def test_text_output_labels_each_number(capsys):
 
 def test_target_epsilon_calibrates_for_the_worst_client(capsys):
     argv = [
-        "--clients", "100", "--steps", "500", "--batch-size", "4", "--delta", "1e-5",
-        "--target-epsilon", "8", "--accountant", "dp-accounting-rdp", "--json",
+        "--clients",
+        "100",
+        "--steps",
+        "500",
+        "--batch-size",
+        "4",
+        "--delta",
+        "1e-5",
+        "--target-epsilon",
+        "8",
+        "--accountant",
+        "dp-accounting-rdp",
+        "--json",
     ]
     assert run(argv) == 0
     out = json.loads(capsys.readouterr().out)

@@ -87,9 +87,7 @@ def test_json_round_trip_resumes_exactly():
         assert restored.epsilon_untrusted_max(1e-5, name) == ledger.epsilon_untrusted_max(
             1e-5, name
         )
-    assert restored.epsilon_trusted_sampler(1e-5, RDP) == ledger.epsilon_trusted_sampler(
-        1e-5, RDP
-    )
+    assert restored.epsilon_trusted_sampler(1e-5, RDP) == ledger.epsilon_trusted_sampler(1e-5, RDP)
     # continuing after a resume is the same as never stopping
     ledger.record_query("writer_0", 1.07, 32)
     restored.record_query("writer_0", 1.07, 32)
@@ -145,7 +143,11 @@ def test_summary_names_threat_models_and_accountant():
     assert trusted["threat_model"] == TRUSTED_SAMPLER and trusted["accountant"] == RDP
     assert trusted["epsilon"] == pytest.approx(ledger.epsilon_trusted_sampler(1e-5, RDP))
     assert summary["queries"] == {
-        "clients_queried": 3, "total": 9, "min": 1, "median": 3, "max": 5,
+        "clients_queried": 3,
+        "total": 9,
+        "min": 1,
+        "median": 3,
+        "max": 5,
     }
     # PLD cannot do sampling without replacement: the report says so instead of failing
     pld = ledger.summary(1e-5, "dp-accounting-pld")["trusted_sampler"]

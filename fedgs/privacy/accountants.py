@@ -92,9 +92,7 @@ def _gaussian_multiplier(event: dp_event.DpEvent, accountant: str) -> float:
     if isinstance(event, dp_event.ComposedDpEvent) and event.events:
         inverse_squares = [_gaussian_multiplier(e, accountant) ** -2 for e in event.events]
         return sum(inverse_squares) ** -0.5
-    raise UnsupportedEventError(
-        f"{accountant}: a sampled event must wrap Gaussians, got {event}"
-    )
+    raise UnsupportedEventError(f"{accountant}: a sampled event must wrap Gaussians, got {event}")
 
 
 class AutodpRdpAccountant:

@@ -146,7 +146,10 @@ def run(args: argparse.Namespace) -> int:
     if args.target_epsilon is not None:
         try:
             sigma = calibrate_noise_multiplier(
-                args.target_epsilon, delta, batch_size=b, queries_per_client=worst,
+                args.target_epsilon,
+                delta,
+                batch_size=b,
+                queries_per_client=worst,
                 accountant=acct,
             )
         except ValueError as err:
@@ -206,8 +209,13 @@ def run(args: argparse.Namespace) -> int:
             "epsilon_trusted_sampler": TRUSTED_SAMPLER,
             "epsilon_paper": f"paper ({args.setting}: {paper_model})",
         },
-        "parameters": {"clients": k, "steps": t, "clients_per_step": m, "batch_size": b,
-                       "noise_multiplier": sigma},
+        "parameters": {
+            "clients": k,
+            "steps": t,
+            "clients_per_step": m,
+            "batch_size": b,
+            "noise_multiplier": sigma,
+        },
     }
     if trusted_error:
         result["epsilon_trusted_sampler_error"] = trusted_error

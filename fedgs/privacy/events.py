@@ -20,6 +20,7 @@ QueryKind = tuple[float, int]
 
 UNTRUSTED_SERVER = "untrusted-server"
 TRUSTED_SAMPLER = "trusted-sampler"
+TRUSTED_SERVER = "trusted-server"
 THREAT_MODELS: dict[str, str] = {
     UNTRUSTED_SERVER: (
         "the server knows which client it asked: no amplification by subsampling; a client's "
@@ -28,6 +29,10 @@ THREAT_MODELS: dict[str, str] = {
     TRUSTED_SAMPLER: (
         "assumes the server samples clients uniformly and keeps the choice secret: amplification "
         "by subsampling with q = clients per step / clients; NOT an untrusted-server guarantee"
+    ),
+    TRUSTED_SERVER: (
+        "DP-FedAvg (Fed-Avg GAN): clients send unnoised critic deltas; the server is trusted to "
+        "clip them, add the noise and keep its Poisson sampling secret (q = m / K per round)"
     ),
 }
 

@@ -43,3 +43,46 @@ class GSWGANConfig:
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class FedAvgGANConfig:
+    """Fed-Avg GAN (DP-FedAvg on the critic) with the paper's defaults (ALGORITHMS.md s.2)."""
+
+    models: str = "paper"  # "paper": TF-GAN MNIST networks; "gswgan": fedgs' GS-WGAN networks
+    clients_per_round: int = 10  # m: expected clients per round (Poisson sampling, q = m / K)
+    critic_steps: int = 6  # n_D: client SGD steps on the critic per round
+    generator_steps: int = 6  # n_G: server SGD steps on G per round
+    batch_size: int = 32
+    lr_client: float = 5e-4
+    lr_server: float = 1.0
+    lr_generator: float = 5e-3
+    clip_norm: float = 0.1  # S: bound on each client's critic delta (L2, all parameters)
+    noise_multiplier: float = 0.01  # z: noise std z * S on the sum of clipped deltas
+    gp_weight: float = 10.0
+    drift_weight: float = 1e-3
+    generator_width: int = 16  # used by models="gswgan" only
+    critic_width: int = 16  # used by models="gswgan" only
+
+    def __post_init__(self) -> None:
+        if self.models not in ("paper", "gswgan"):
+            raise ValueError(f"models must be 'paper' or 'gswgan', got {self.models!r}")
+        for name in (
+            "clients_per_round",
+            "critic_steps",
+            "batch_size",
+            "lr_client",
+            "lr_server",
+            "clip_norm",
+            "generator_width",
+            "critic_width",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.generator_steps < 0 or self.lr_generator <= 0:
+            raise ValueError("generator_steps must be >= 0 and lr_generator positive")
+        if self.noise_multiplier < 0:
+            raise ValueError(f"noise_multiplier must be >= 0, got {self.noise_multiplier}")
+
+    def to_dict(self) -> dict[str, float | int | str]:
+        return asdict(self)

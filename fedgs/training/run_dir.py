@@ -16,8 +16,12 @@ from fedgs.privacy import PrivacyLedger
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
+    """Temp file, fsync, rename: a crash mid-write leaves the previous version readable."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
     os.replace(tmp, path)
 
 
@@ -71,15 +75,18 @@ class RunDirectory:
         return report
 
 
-def summarize(run_dir: Path) -> str:
-    """The short human-readable summary printed at the end of a run."""
-    privacy = json.loads((run_dir / "privacy.json").read_text())
-    with (run_dir / "metrics.csv").open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    scored = [r for r in rows if r.get("fid_domain")]
+def _privacy_lines(privacy: dict) -> list[str]:
+    if privacy.get("strategy") == "fedavg-gan":
+        trusted = privacy["trusted_server"]
+        return [
+            f"{privacy['rounds']} Fed-Avg GAN rounds; delta = {privacy['delta']:g}",
+            f"  epsilon, trusted server (DP-FedAvg, {trusted['accountant']}): "
+            f"{trusted['epsilon']:.4g}",
+            "  epsilon, untrusted server: none (clients send unnoised deltas)",
+        ]
     untrusted, trusted = privacy["untrusted_server"], privacy["trusted_sampler"]
     queries = privacy["queries"]
-    lines = [
+    return [
         f"{privacy['steps']} private generator steps; delta = {privacy['delta']:g}",
         f"  epsilon, untrusted server (max over clients, {untrusted['accountant']}): "
         f"{untrusted['epsilon']:.2f}",
@@ -88,6 +95,19 @@ def summarize(run_dir: Path) -> str:
         f"  queries per client: max {queries['max']}, median {queries['median']}"
         f" over {queries['clients_queried']} clients",
     ]
+
+
+def summarize(run_dir: Path) -> str:
+    """The short human-readable summary printed at the end of a run."""
+    privacy = json.loads((run_dir / "privacy.json").read_text())
+    with (run_dir / "metrics.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    scored = [r for r in rows if r.get("fid_domain")]
+    lines = _privacy_lines(privacy)
+    if rows and rows[-1].get("bytes_down"):
+        down = sum(float(r["bytes_down"]) for r in rows) / len(rows)
+        up = sum(float(r["bytes_up"]) for r in rows) / len(rows)
+        lines.append(f"  bytes per step (serialized messages): {down:,.0f} down, {up:,.0f} up")
     if scored:
         last = scored[-1]
         lines.append(

@@ -1,0 +1,53 @@
+"""Communication cost: the serialized size of real Flower messages, and the analytic figures.
+
+``message_bytes`` is the size of the protobuf Flower puts on the wire for a message (metadata,
+record structure and the arrays' bytes); transport framing (HTTP/gRPC, TLS) is not included.
+The analytic figures count float payloads only, as the papers' tables do.
+"""
+
+from __future__ import annotations
+
+from flwr.app import Message
+from flwr.common.serde import message_to_proto
+
+PIXELS = 784
+FLOAT32_BYTES = 4
+LABEL_BYTES = 8  # int64 labels
+
+# Table of the GS-WGAN paper (bytes per generator update, one client): what each system sends.
+PAPER_BYTES = {"gswgan": 1.50e5, "fedavg-gan": 3.94e7}
+
+
+def message_bytes(message: Message) -> int:
+    """Bytes of the message as Flower serializes it."""
+    return message_to_proto(message).ByteSize()
+
+
+def gswgan_paper_bytes(batch_size: int) -> int:
+    """One fake batch down and one gradient batch up, float32 (200,704 bytes at B = 32)."""
+    return 2 * batch_size * PIXELS * FLOAT32_BYTES
+
+
+def gswgan_protocol_bytes(
+    batch_size: int, critic_steps: int, float_bytes: int = FLOAT32_BYTES
+) -> dict[str, int]:
+    """fedgs' GS-WGAN protocol: n_dis fake batches (+ labels) down, one gradient batch up."""
+    return {
+        "down": critic_steps * batch_size * (PIXELS * float_bytes + LABEL_BYTES),
+        "up": batch_size * PIXELS * float_bytes,
+    }
+
+
+def fedavg_protocol_bytes(
+    critic_values: int,
+    critic_parameters: int,
+    batch_size: int,
+    critic_steps: int,
+    float_bytes: int = FLOAT32_BYTES,
+) -> dict[str, int]:
+    """Fed-Avg GAN: D's state (parameters and buffers) and n_D fake batches down, D's delta up."""
+    return {
+        "down": critic_values * float_bytes
+        + critic_steps * batch_size * (PIXELS * float_bytes + LABEL_BYTES),
+        "up": critic_parameters * float_bytes,
+    }

@@ -1,0 +1,64 @@
+"""DP-FedAvg aggregation of critic deltas (McMahan et al., 2018), as Fed-Avg GAN uses it.
+
+Trusted-server model: clients send raw (bounded) deltas, the server clips each to L2 norm S,
+sums them, adds N(0, (z S)^2) per coordinate and divides by the *expected* number of clients
+m = qK (a fixed denominator, so a dropped client is just a zero delta and the sensitivity stays S).
+Clipping and the noise scale are Flower's building blocks (``flwr.supercore.differential_privacy``);
+the noise itself comes from a generator seeded from ``secrets``: Flower's helper draws from
+NumPy's global RNG, which anything in the process may have seeded.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+
+import numpy as np
+from flwr.supercore.differential_privacy import clip_inputs_inplace, compute_stdv, get_norm
+
+Arrays = list[np.ndarray]
+
+
+class NonFiniteDeltaError(ValueError):
+    """A delta with NaN or inf entries: it is dropped, never clipped into the average."""
+
+
+def clip_delta(delta: Sequence[np.ndarray], clip_norm: float) -> tuple[Arrays, float]:
+    """A float64 copy of ``delta`` scaled to L2 norm <= ``clip_norm`` (all arrays together),
+    and the norm before clipping."""
+    copied = [np.array(a, dtype=np.float64) for a in delta]
+    if not all(np.isfinite(a).all() for a in copied):
+        raise NonFiniteDeltaError("delta has non-finite entries")
+    norm = get_norm(copied)
+    if norm > 0:
+        clip_inputs_inplace(copied, clip_norm)
+    return copied, norm
+
+
+def noisy_mean(
+    clipped: Sequence[Sequence[np.ndarray]],
+    shapes: Sequence[tuple[int, ...]],
+    clip_norm: float,
+    noise_multiplier: float,
+    expected_clients: float,
+    rng: np.random.Generator | None = None,
+) -> Arrays:
+    """(sum of clipped deltas + N(0, (z S)^2)) / m, as float32 arrays of ``shapes``.
+
+    ``clipped`` may be empty (no client sampled or all dropped): the result is then noise only,
+    which is what the accountant assumes happened.
+    """
+    if expected_clients <= 0:
+        raise ValueError(f"expected_clients must be positive, got {expected_clients}")
+    rng = rng or np.random.default_rng(secrets.randbits(128))
+    std = compute_stdv(noise_multiplier, clip_norm, expected_clients)  # type: ignore[arg-type]
+    total = [np.zeros(shape, dtype=np.float64) for shape in shapes]
+    for delta in clipped:
+        for acc, part in zip(total, delta, strict=True):
+            if part.shape != acc.shape:
+                raise ValueError(f"delta array of shape {part.shape}, expected {acc.shape}")
+            acc += part
+    return [
+        (acc / expected_clients + rng.normal(0.0, std, acc.shape)).astype(np.float32)
+        for acc in total
+    ]

@@ -1,0 +1,49 @@
+"""The Fed-Avg GAN wire protocol (trusted server, ALGORITHMS.md s.2).
+
+Down, message type ``train.fedavggan``: ArrayRecord ``critic`` (D's state dict: parameters and
+buffers), ArrayRecord ``fakes`` (n_D batches, as in ``fedgs.protocol``).
+Up: ArrayRecord ``delta``: D_after - D_before for every *parameter* of D and nothing else, clipped
+by the client to the run's bound S (the server clips again: it trusts no client to have done it);
+MetricRecord ``metrics``; ConfigRecord ``client``.
+Every array is checked against the receiver's own copy of the network: same names, same shapes,
+finite values. Float payloads may be float32, float16 or bfloat16 (``fedgs.wire``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from fedgs import wire
+from fedgs.protocol import ProtocolError
+
+QUERY = "train.fedavggan"
+CRITIC, DELTA = "critic", "delta"
+
+
+def encode_arrays(arrays: Mapping[str, np.ndarray], wire_dtype: str) -> dict[str, np.ndarray]:
+    return {name: wire.encode(values, wire_dtype) for name, values in arrays.items()}
+
+
+def decode_arrays(
+    payload: Mapping[str, np.ndarray], expected: Mapping[str, tuple[int, ...]], what: str
+) -> dict[str, np.ndarray]:
+    """float32 arrays with exactly the ``expected`` names and shapes, all finite."""
+    if set(payload) != set(expected):
+        missing, extra = sorted(set(expected) - set(payload)), sorted(set(payload) - set(expected))
+        raise ProtocolError(
+            f"{what} arrays do not match the network: missing {missing[:3]}, unexpected {extra[:3]}"
+        )
+    decoded = {}
+    for name, shape in expected.items():
+        try:
+            values = wire.decode(payload[name])
+        except wire.WireFormatError as error:
+            raise ProtocolError(f"{what} '{name}': {error}") from error
+        if values.shape != tuple(shape):
+            raise ProtocolError(f"{what} '{name}' has shape {values.shape}, expected {shape}")
+        if not np.isfinite(values).all():
+            raise ProtocolError(f"{what} '{name}' has non-finite values")
+        decoded[name] = values
+    return decoded

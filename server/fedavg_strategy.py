@@ -1,0 +1,152 @@
+"""The Fed-Avg GAN strategy: DP-FedAvg on the server's critic, then generator steps.
+
+Per round it Poisson-samples nodes (each with q = m / K), sends each D's weights and fresh fake
+batches, clips every client's delta to S, sums, adds N(0, (z S)^2), divides by m (fixed
+denominator, ``fedgs.privacy.dp_fedavg``), applies it to D with the server learning rate and
+trains G for n_G steps (ALGORITHMS.md s.2). A failed or malformed reply is dropped and logged;
+the round's privacy cost is the same either way (one noised release).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from fedgs import protocol, protocol_fedavg
+from fedgs.privacy import FedAvgLedger
+from fedgs.privacy.dp_fedavg import clip_delta, noisy_mean
+from fedgs.server.strategy import StepOutcome
+from fedgs.training.fedavg_gan import FedAvgGANTrainer, critic_weights
+
+logger = logging.getLogger("fedgs.server")
+
+
+class FedAvgGANStrategy(Strategy):
+    """Fed-Avg GAN in the shape of a Flower strategy (configure / aggregate per round)."""
+
+    def __init__(
+        self,
+        trainer: FedAvgGANTrainer,
+        ledger: FedAvgLedger,
+        sampler: np.random.Generator,
+        wire_dtype: str = "float32",
+    ) -> None:
+        self.trainer = trainer
+        self.ledger = ledger
+        self.sampler = sampler
+        self.wire_dtype = wire_dtype
+        self._pending: set[int] = set()
+        self._population = 0
+        self.last_outcome: StepOutcome | None = None
+
+    @property
+    def population(self) -> int:
+        """K: the nodes available at the last sampling."""
+        return self._population
+
+    def summary(self) -> None:
+        c = self.trainer.config
+        logger.info(
+            "Fed-Avg GAN: %d expected clients per round, n_D=%d, n_G=%d, S=%.3g, z=%.3g (%s)",
+            c.clients_per_round,
+            c.critic_steps,
+            c.generator_steps,
+            c.clip_norm,
+            c.noise_multiplier,
+            c.models,
+        )
+
+    def sample_nodes(self, grid: Grid) -> list[int]:
+        """Each node independently with probability q = m / K (Poisson sampling)."""
+        nodes = sorted(grid.get_node_ids())
+        self._population = len(nodes)
+        if not nodes:
+            raise RuntimeError("no nodes available")
+        q = min(1.0, self.trainer.config.clients_per_round / len(nodes))
+        return [n for n, u in zip(nodes, self.sampler.random(len(nodes)), strict=True) if u < q]
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """D's weights and fresh fake batches for each Poisson-sampled node."""
+        nodes = self.sample_nodes(grid)
+        self._pending = set(nodes)
+        weights = protocol_fedavg.encode_arrays(
+            critic_weights(self.trainer.critic), self.wire_dtype
+        )
+        critic = ArrayRecord({k: Array(v) for k, v in weights.items()})
+        messages = []
+        for node in nodes:
+            images, labels = self.trainer.propose()
+            fakes = protocol.encode_fakes(images, labels, self.wire_dtype)
+            content = RecordDict(
+                {
+                    protocol_fedavg.CRITIC: critic,
+                    protocol.FAKES: ArrayRecord({k: Array(v) for k, v in fakes.items()}),
+                    "config": ConfigRecord({"step": server_round}),
+                }
+            )
+            messages.append(Message(content, dst_node_id=node, message_type=protocol_fedavg.QUERY))
+        return messages
+
+    def _clipped_delta(self, reply: Message, shapes: dict[str, tuple[int, ...]]) -> list:
+        record = reply.content.array_records.get(protocol_fedavg.DELTA)
+        if record is None:
+            raise protocol.ProtocolError(f"reply has no '{protocol_fedavg.DELTA}' ArrayRecord")
+        delta = protocol_fedavg.decode_arrays(
+            {k: a.numpy() for k, a in record.items()}, shapes, "delta"
+        )
+        clipped, _ = clip_delta([delta[name] for name in shapes], self.trainer.config.clip_norm)
+        return clipped
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        c = self.trainer.config
+        shapes = {n: tuple(p.shape) for n, p in self.trainer.critic.named_parameters()}
+        outcome = StepOutcome(sampled=len(self._pending))
+        clipped = []
+        for reply in replies:
+            node = reply.metadata.src_node_id
+            if node not in self._pending:
+                outcome.drop_reasons.append(f"node {node}: unexpected reply")
+                continue
+            self._pending.discard(node)
+            if reply.has_error():
+                outcome.drop_reasons.append(f"node {node}: {reply.error.reason}")
+                continue
+            try:
+                clipped.append(self._clipped_delta(reply, shapes))
+            except (protocol.ProtocolError, ValueError, TypeError) as error:
+                outcome.drop_reasons.append(f"node {node}: {error}")
+                continue
+            metrics = dict(reply.content.metric_records.get(protocol.METRICS, {}))
+            norm = float(metrics.get("delta-norm", np.nan))
+            outcome.client_metrics.append(metrics | {"clipped-fraction": float(norm > c.clip_norm)})
+        outcome.drop_reasons.extend(f"node {n}: no reply" for n in self._pending)
+        self._pending = set()
+        for reason in outcome.drop_reasons:
+            logger.warning("round %d: dropped reply from %s", server_round, reason)
+        expected = min(c.clients_per_round, self._population)
+        mean = noisy_mean(clipped, list(shapes.values()), c.clip_norm, c.noise_multiplier, expected)
+        self.ledger.record_round(c.clients_per_round, self._population)
+        self.trainer.apply(dict(zip(shapes, mean, strict=True)))
+        outcome.answered = len(clipped)
+        outcome.dropped = outcome.sampled - outcome.answered
+        self.last_outcome = outcome
+        return None, MetricRecord({"answered": outcome.answered})
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        return []
+
+    def aggregate_evaluate(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> MetricRecord | None:
+        return None
