@@ -15,12 +15,14 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordD
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from fedgs import protocol
+from fedgs import protocol, protocol_fedavg
 from fedgs.client.app import build_client_app
-from fedgs.privacy import PrivacyLedger
+from fedgs.privacy import FedAvgLedger, PrivacyLedger
 from fedgs.run_config import RunConfig
+from fedgs.server.fedavg_strategy import FedAvgGANStrategy
 from fedgs.server.run import wait_for_nodes
 from fedgs.server.strategy import GSWGANStrategy
+from fedgs.training.fedavg_gan import FedAvgGANTrainer
 from fedgs.training.generator import GeneratorTrainer
 
 TAMPERED = {2: "nan", 3: "shape", 4: "huge"}  # partition id -> how its replies are corrupted
@@ -111,6 +113,69 @@ def recording_server_app(config: RunConfig, plan: list[str], record: list[dict])
                         not torch.equal(a, b) for a, b in zip(before, after, strict=True)
                     ),
                     "ledger": ledger.query_counts(),
+                }
+            )
+
+    return app
+
+
+def tampering_fedavg_client_app(overrides: Mapping[str, Any]) -> ClientApp:
+    """The real Fed-Avg GAN ClientApp, except that partitions in TAMPERED corrupt their delta."""
+    honest = build_client_app(overrides)
+    app = ClientApp()
+
+    @app.train("fedavggan")
+    def query(message: Message, context: Context) -> Message:
+        reply = honest(message, context)
+        mode = TAMPERED.get(int(context.node_config["partition-id"]))
+        if mode is None or reply.has_error():
+            return reply
+        delta = reply.content[protocol_fedavg.DELTA]
+        first = next(iter(delta))
+        arrays = {k: a.numpy() for k, a in delta.items()}
+        arrays[first] = _tamper(arrays[first], mode)
+        content = RecordDict(
+            {
+                protocol_fedavg.DELTA: ArrayRecord({k: Array(v) for k, v in arrays.items()}),
+                protocol.METRICS: reply.content[protocol.METRICS],
+                protocol.CLIENT: reply.content[protocol.CLIENT],
+            }
+        )
+        return Message(content, reply_to=message)
+
+    return app
+
+
+def recording_fedavg_server_app(config: RunConfig, rounds: int, record: list[dict]) -> ServerApp:
+    """Runs Fed-Avg GAN rounds with the real strategy and records replies, outcome and D."""
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        wait_for_nodes(grid, config.min_nodes, timeout=60)
+        trainer = FedAvgGANTrainer(10, config.fedavg_gan(), seed=0)
+        strategy = FedAvgGANStrategy(
+            trainer, FedAvgLedger(config.fedavg_noise_multiplier), np.random.default_rng(0)
+        )
+        for step in range(1, rounds + 1):
+            messages = list(strategy.configure_train(step, ArrayRecord(), ConfigRecord(), grid))
+            before = {n: p.detach().clone() for n, p in trainer.critic.named_parameters()}
+            replies = list(grid.send_and_receive(messages, timeout=600))
+            strategy.aggregate_train(step, replies)
+            change = torch.sqrt(
+                sum(
+                    ((p.detach() - before[n]) ** 2).sum()
+                    for n, p in trainer.critic.named_parameters()
+                )
+            )
+            record.append(
+                {
+                    "messages": messages,
+                    "replies": replies,
+                    "outcome": strategy.last_outcome,
+                    "critic_change": float(change),
+                    "rounds": strategy.ledger.rounds,
+                    "parameters": [n for n, _ in trainer.critic.named_parameters()],
                 }
             )
 
