@@ -19,6 +19,7 @@ _SUBCOMMAND_MODULES: tuple[str, ...] = (
     "fedgs.privacy.cli",
     "fedgs.training.cli",
     "fedgs.simulations.cli",
+    "fedgs.deploy.cli",
 )
 
 

@@ -1,0 +1,199 @@
+"""``fedgs deploy``: the same ServerApp and ClientApps as real Flower processes.
+
+``local`` runs a SuperLink and N SuperNodes on 127.0.0.1 and the app on them; ``init``,
+``compose`` and ``register`` prepare and serve docker-compose.yml. Only the handlers import
+Flower, torch or cryptography.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+DEFAULT_NODES = 3
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "deploy",
+        help="real multi-process deployment: local processes or docker compose",
+        description=(
+            "Run fedgs as a Flower deployment: a SuperLink, one SuperNode per data holder and "
+            "the SuperExecs that run the ServerApp and ClientApps, with TLS and SuperNode "
+            "authentication by default."
+        ),
+    )
+    commands = parser.add_subparsers(dest="deploy_command", metavar="WHAT", required=True)
+    _local(commands)
+    _init(commands)
+    _compose(commands)
+    _register(commands)
+
+
+def _local(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "local",
+        help="SuperLink + N SuperNodes on 127.0.0.1, run the app, stop everything",
+        description=(
+            "Starts a SuperLink and N SuperNodes as processes bound to 127.0.0.1, registers "
+            "each node's key, runs the app with `flwr run --stream` and stops every process "
+            "at the end or on Ctrl-C. Node i serves partition i and keeps its critic and "
+            "privacy ledger in OUT/nodes/supernode-i/state; outputs land in OUT/run."
+        ),
+    )
+    parser.add_argument("--out", type=Path, required=True, help="deployment directory")
+    parser.add_argument("--nodes", type=int, default=DEFAULT_NODES, help="SuperNodes (%(default)s)")
+    security = parser.add_mutually_exclusive_group()
+    security.add_argument(
+        "--tls",
+        dest="tls",
+        action="store_true",
+        default=True,
+        help="TLS and SuperNode authentication (default)",
+    )
+    security.add_argument(
+        "--insecure",
+        dest="tls",
+        action="store_false",
+        help="no TLS; SuperNode authentication needs TLS, so any node may join",
+    )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="Flower's defaults: a fresh interpreter per ClientApp message, 3 s reply polls",
+    )
+    parser.add_argument("--steps", type=int, help="generator steps (run-config 'steps')")
+    parser.add_argument(
+        "--run-config",
+        default="",
+        help="more run config, as for `flwr run`: \"noise-multiplier=1.07 dataset='femnist'\"",
+    )
+    parser.set_defaults(handler=_run_local)
+
+
+def _init(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "init",
+        help="certificates, node keys, Flower config and app directory for docker compose",
+        description=(
+            "Writes OUT/certificates (a CA and the SuperLink's certificate), OUT/keys (one key "
+            "pair per SuperNode; existing keys are kept), OUT/flwr-home (a `fedgs` connection "
+            "to 127.0.0.1:9093) and OUT/app (the app `flwr run` ships). Nothing here is "
+            "committed."
+        ),
+    )
+    parser.add_argument("--out", type=Path, default=Path("deploy"), help="(%(default)s)")
+    parser.add_argument("--nodes", type=int, default=2, help="SuperNodes (%(default)s)")
+    parser.set_defaults(handler=_run_init)
+
+
+def _compose(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "compose",
+        help="write docker-compose.yml for N SuperNodes",
+        description="Renders docker-compose.yml from the topology `fedgs deploy local` runs.",
+    )
+    parser.add_argument("--nodes", type=int, default=2, help="SuperNodes (%(default)s)")
+    parser.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
+    parser.set_defaults(handler=_run_compose)
+
+
+def _register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "register",
+        help="register SuperNode public keys with a SuperLink (skips known keys)",
+        description="What compose's one-shot `register` service runs: `flwr supernode register`.",
+    )
+    parser.add_argument("--superlink", required=True, help="HOST:PORT of the SuperLink")
+    parser.add_argument("--root-certificates", type=Path, help="CA certificate (omit: no TLS)")
+    parser.add_argument("public_keys", type=Path, nargs="+", help="OpenSSH public key files")
+    parser.set_defaults(handler=_run_register)
+
+
+def _interrupt(signum: int, frame: Any) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+def _local_run_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The user's run config on top of the deployment's: one partition per node, the run
+    directory inside OUT, the server waiting for every node."""
+    import click
+    from flwr.common.config import parse_config_args
+
+    from fedgs.run_config import RunConfig
+
+    if args.nodes < 1:
+        raise ValueError(f"--nodes must be at least 1, got {args.nodes}")
+    try:
+        user = parse_config_args([args.run_config]) if args.run_config else {}
+    except click.ClickException as error:
+        raise ValueError(f"--run-config: {error.message}") from error
+    if args.steps is not None:
+        user["steps"] = args.steps
+    config = {
+        "num-clients": args.nodes,
+        "min-nodes": args.nodes,
+        "run-dir": str((args.out / "run").resolve()),
+    } | user
+    RunConfig.from_user_config(config)  # unknown keys and bad values fail here, not remotely
+    return config
+
+
+def _run_local(args: argparse.Namespace) -> int:
+    from fedgs.deploy.launcher import DeploymentError, LocalOptions, run_local
+    from fedgs.deploy.topology import Security
+    from fedgs.training.run_dir import summarize
+
+    try:
+        run_config = _local_run_config(args)
+        options = LocalOptions(args.nodes, Security(args.tls, args.tls), warm=not args.cold)
+    except (TypeError, ValueError) as error:
+        print(f"fedgs deploy local: error: {error}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _interrupt)  # stop the deployment as Ctrl-C does
+    try:
+        result = run_local(args.out, options, run_config)
+    except KeyboardInterrupt:
+        print("fedgs deploy local: interrupted; every process stopped", file=sys.stderr)
+        return 130
+    except DeploymentError as error:
+        print(f"fedgs deploy local: {error}", file=sys.stderr)
+        return 1
+    if not result.ok:
+        print(f"fedgs deploy local: the run did not complete: {result.details}", file=sys.stderr)
+        return 1
+    print(summarize(Path(run_config["run-dir"])))
+    return 0
+
+
+def _run_init(args: argparse.Namespace) -> int:
+    from fedgs.deploy.compose import prepare_host
+
+    for path in prepare_host(args.out, args.nodes):
+        print(path)
+    return 0
+
+
+def _run_compose(args: argparse.Namespace) -> int:
+    from fedgs.deploy.compose import dump
+
+    text = dump(args.nodes)
+    if args.output:
+        args.output.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _run_register(args: argparse.Namespace) -> int:
+    from fedgs.deploy.control import ControlError, register_keys
+
+    try:
+        register_keys(args.superlink, args.root_certificates, args.public_keys)
+    except ControlError as error:
+        print(f"fedgs deploy register: {error}", file=sys.stderr)
+        return 1
+    return 0

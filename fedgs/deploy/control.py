@@ -1,0 +1,101 @@
+"""Talking to a SuperLink through the ``flwr`` CLI, with a Flower config of the deployment's own.
+
+``flwr`` reads its SuperLink connections from ``$FLWR_HOME/config.toml``; the deployment writes
+one in its run directory so nothing touches the user's ``~/.flwr``. SuperNode keys are registered
+the Flower 1.41 way: ``flwr supernode register PUBLIC_KEY CONNECTION`` against a SuperLink started
+with ``--enable-supernode-auth`` (the older CSV of keys, ``--auth-list-public-keys``, is refused
+by 1.41).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import tomli_w
+
+CONNECTION = "fedgs"
+
+
+def write_flwr_home(folder: Path, address: str, ca_cert: Path | None) -> Path:
+    """A ``config.toml`` whose default connection is the deployment's SuperLink."""
+    connection: dict[str, object] = {"address": address}
+    if ca_cert is None:
+        connection["insecure"] = True
+    else:
+        connection["root-certificates"] = str(ca_cert)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.toml").write_text(
+        tomli_w.dumps({"superlink": {"default": CONNECTION, CONNECTION: connection}})
+    )
+    return folder
+
+
+class ControlError(RuntimeError):
+    """A ``flwr`` command failed; the message carries its output."""
+
+
+def flwr(args: Sequence[str], env: Mapping[str, str], timeout: float = 120) -> str:
+    """Run ``flwr ARGS`` and return its stdout; raise ControlError with its output on failure."""
+    done = subprocess.run(
+        ["flwr", *args],
+        capture_output=True,
+        text=True,
+        env=dict(env),
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    if done.returncode != 0:
+        raise ControlError(
+            f"`flwr {' '.join(args)}` failed (exit {done.returncode}):\n"
+            f"{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        )
+    return done.stdout
+
+
+def register_node(
+    public_key: Path, env: Mapping[str, str], name: str | None = None, exist_ok: bool = False
+) -> int | None:
+    """Register one SuperNode public key; returns the node id the SuperLink gave it (None:
+    ``exist_ok`` and the key was registered before, e.g. a SuperLink restarted on its database)."""
+    args = ["supernode", "register", str(public_key), CONNECTION, "--format", "json"]
+    if name:
+        args += ["--name", name]
+    try:
+        out = flwr(args, env)
+    except ControlError as error:
+        if exist_ok and "already in use" in str(error):
+            return None
+        raise
+    try:
+        return int(json.loads(out[out.index("{") :])["node-id"])
+    except (ValueError, KeyError) as error:
+        raise ControlError(f"unexpected answer from `flwr supernode register`: {out}") from error
+
+
+def online_nodes(env: Mapping[str, str]) -> list[int]:
+    """Ids of the SuperNodes the SuperLink currently sees online."""
+    out = flwr(["supernode", "list", CONNECTION, "--format", "json"], env)
+    nodes = json.loads(out[out.index("{") :]).get("nodes", [])
+    return [int(n["node-id"]) for n in nodes if n.get("status") == "online"]
+
+
+def run_status(run_id: int, env: Mapping[str, str]) -> tuple[str, str]:
+    """A run's status (e.g. ``finished:completed``, ``finished:failed``) and its details."""
+    out = flwr(["list", CONNECTION, "--run-id", str(run_id), "--format", "json"], env)
+    (run,) = json.loads(out[out.index("{") :])["runs"]
+    return str(run["status"]), str(run.get("status-details", ""))
+
+
+def register_keys(superlink: str, ca_cert: Path | None, public_keys: Sequence[Path]) -> None:
+    """Register ``public_keys`` with the SuperLink at ``superlink``, skipping keys registered
+    before (what compose's one-shot ``register`` service runs on every ``up``)."""
+    with tempfile.TemporaryDirectory() as home:
+        env = {**os.environ, "FLWR_HOME": str(write_flwr_home(Path(home), superlink, ca_cert))}
+        for key in public_keys:
+            node_id = register_node(key, env, name=key.stem, exist_ok=True)
+            print(f"{key}: {'registered before' if node_id is None else f'node {node_id}'}")

@@ -1,0 +1,338 @@
+"""``fedgs deploy local``: one SuperLink and N SuperNodes as real processes on 127.0.0.1.
+
+The deployment directory holds everything of the deployment: certificates and node keys, the
+Flower config ``flwr`` uses (``flwr-home/``), the app directory shipped as a FAB, the SuperLink
+database, each node's private state directory, one log per process, and the run directory.
+Processes are stopped on exit, on an error and on Ctrl-C; none is left behind (see
+:mod:`fedgs.deploy.processes`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import tomli_w
+
+from fedgs.deploy import control, processes, topology
+from fedgs.deploy.app_bundle import PLAIN, PROMPT, write_app
+from fedgs.deploy.certs import NodeKeys, TlsFiles, generate_node_keys, generate_tls
+
+HOST = "127.0.0.1"
+STARTUP_TIMEOUT = 180.0
+SUPEREXEC_POLL = "0.05"  # seconds between a SuperExec's checks for new tasks (Flower: 1 s)
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    """``warm``: ClientApp processes forked from a SuperExec that imported the app once, and a
+    ServerApp that checks for replies every 50 ms; off: Flower's defaults, for comparison."""
+
+    nodes: int = 3
+    security: topology.Security = field(default_factory=topology.Security)
+    warm: bool = True
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return int(probe.getsockname()[1])
+
+
+STARTED = re.compile(r"Successfully started run (\d+)")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended, as the SuperLink reports it (``flwr run`` exits 0 even when the
+    ServerApp failed)."""
+
+    run_id: int | None
+    status: str
+    details: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "finished:completed"
+
+
+class DeploymentError(RuntimeError):
+    """A component did not start or the run could not be submitted; the message says why."""
+
+
+class LocalDeployment:
+    """Start with ``with LocalDeployment(out, options) as deployment:``; stopped on exit."""
+
+    def __init__(self, out: Path, options: LocalOptions | None = None) -> None:
+        self.options = options or LocalOptions()
+        if self.options.nodes < 1:
+            raise ValueError(f"a deployment needs at least one SuperNode, got {self.options.nodes}")
+        self.out = out.resolve()
+        self.marker = uuid.uuid4().hex
+        self.port = free_port()
+        self.node_ports = [free_port() for _ in range(self.options.nodes)]
+        self.tls = TlsFiles.under(self.out / "certs")
+        self.components: dict[str, processes.Component] = {}
+        self._runs = 0
+
+    # --- layout -----------------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    def keys(self, partition_id: int) -> NodeKeys:
+        return NodeKeys.under(self.out / "keys", topology.node_name(partition_id))
+
+    def state_dir(self, partition_id: int) -> Path:
+        return self.out / "nodes" / topology.node_name(partition_id) / "state"
+
+    def log(self, name: str) -> Path:
+        return self.out / "logs" / f"{name}.log"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.out / "run"
+
+    def env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            **topology.environment(
+                {
+                    "FLWR_HOME": str(self.out / "flwr-home"),
+                    "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": SUPEREXEC_POLL,
+                    processes.MARKER: self.marker,
+                }
+            ),
+        }
+
+    def commands(self) -> dict[str, list[str]]:
+        """Every component's command line, in start order."""
+        security, ca_cert = self.options.security, str(self.tls.ca_cert)
+        commands = {
+            topology.SUPERLINK: topology.superlink_args(
+                host=HOST,
+                port=self.port,
+                security=security,
+                tls=topology.TlsPaths(ca_cert, str(self.tls.server_cert), str(self.tls.server_key)),
+                database=str(self.out / "superlink.db"),
+            ),
+            topology.SERVERAPP_EXECUTOR: topology.superexec_args(
+                runtime_api=self.address, ca_cert=ca_cert if security.tls else None
+            ),
+        }
+        for partition_id, port in enumerate(self.node_ports):
+            commands[topology.node_name(partition_id)] = topology.supernode_args(
+                superlink=self.address,
+                host=HOST,
+                port=port,
+                security=security,
+                ca_cert=ca_cert,
+                private_key=str(self.keys(partition_id).private),
+                config=topology.node_config(
+                    partition_id, self.options.nodes, str(self.state_dir(partition_id))
+                ),
+            )
+            commands[topology.executor_name(partition_id)] = topology.superexec_args(
+                runtime_api=f"{HOST}:{port}",
+                ca_cert=None,
+                python=sys.executable if self.options.warm else None,
+                preload=topology.CLIENTAPP_PRELOAD,
+            )
+        return commands
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def __enter__(self) -> LocalDeployment:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def prepare(self) -> None:
+        """Certificates, node keys, Flower config and app directory (kept if already there)."""
+        security = self.options.security
+        if security.tls and not self.tls.ca_cert.exists():
+            generate_tls(self.tls.ca_cert.parent)
+        for partition_id in range(self.options.nodes):
+            if security.node_auth and not self.keys(partition_id).private.exists():
+                generate_node_keys(self.out / "keys", topology.node_name(partition_id))
+            self.state_dir(partition_id).mkdir(parents=True, exist_ok=True)
+        control.write_flwr_home(
+            self.out / "flwr-home", self.address, self.tls.ca_cert if security.tls else None
+        )
+        write_app(self.out / "app", PROMPT if self.options.warm else PLAIN)
+
+    def start_component(self, name: str, argv: list[str] | None = None) -> processes.Component:
+        """Start (or restart) one component; ``argv`` replaces its usual command line."""
+        component = processes.start(
+            name, argv or self.commands()[name], self.log(name), self.env(), self.out
+        )
+        self.components[name] = component
+        return component
+
+    def start(self) -> None:
+        self.prepare()
+        self._wait_for_port(self.start_component(topology.SUPERLINK))
+        self.start_component(topology.SERVERAPP_EXECUTOR)
+        if self.options.security.node_auth:
+            for partition_id in range(self.options.nodes):
+                control.register_node(
+                    self.keys(partition_id).public, self.env(), topology.node_name(partition_id)
+                )
+        for partition_id in range(self.options.nodes):
+            self.start_node(partition_id)
+        self.wait_for_nodes(self.options.nodes)
+
+    def start_node(self, partition_id: int) -> None:
+        """Start (or restart) SuperNode ``partition_id`` and the SuperExec of its ClientApps."""
+        self.start_component(topology.node_name(partition_id))
+        self.start_component(topology.executor_name(partition_id))
+
+    def kill_node(self, partition_id: int, signum: int = signal.SIGKILL) -> None:
+        """Take data holder ``partition_id`` down: its SuperNode, SuperExec and ClientApps."""
+        for name in (topology.executor_name(partition_id), topology.node_name(partition_id)):
+            component = self.components.pop(name)
+            component.signal_group(signum)
+            component.process.wait(timeout=30)
+
+    def _wait_for_port(self, component: processes.Component) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while True:
+            if not component.alive():
+                raise DeploymentError(
+                    f"{component.name} exited ({component.process.returncode}); "
+                    f"log {component.log}:\n{_tail(component.log)}"
+                )
+            with socket.socket() as probe:
+                if probe.connect_ex((HOST, self.port)) == 0:
+                    return
+            if time.monotonic() > deadline:
+                raise DeploymentError(f"{component.name} did not listen on {self.address}")
+            time.sleep(0.2)
+
+    def wait_for_nodes(self, count: int, timeout: float = STARTUP_TIMEOUT) -> list[int]:
+        """Wait until ``count`` SuperNodes are online at the SuperLink; their ids."""
+        deadline = time.monotonic() + timeout
+        while len(online := control.online_nodes(self.env())) < count:
+            for node in self.components.values():
+                if not node.alive():
+                    raise DeploymentError(
+                        f"{node.name} exited ({node.process.returncode}); log {node.log}:\n"
+                        f"{_tail(node.log)}"
+                    )
+            if time.monotonic() > deadline:
+                raise DeploymentError(f"only {len(online)} of {count} SuperNodes came online")
+            time.sleep(0.5)
+        return online
+
+    def stop(self) -> list[int]:
+        """Stop every process of the deployment; returns pids that needed SIGKILL."""
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not
+        try:  # interrupt the clean-up
+            return processes.stop(list(reversed(self.components.values())), self.marker)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    # --- runs ---------------------------------------------------------------------------------
+
+    def submit(
+        self, run_config: Mapping[str, object], app: Path | None = None, log: Path | None = None
+    ) -> subprocess.Popen:
+        """Start ``flwr run APP --stream`` with ``run_config`` (output to ``log`` if given, else
+        a pipe). The app directory defaults to the deployment's."""
+        self._runs += 1
+        overrides = self.out / f"run-config-{self._runs}.toml"
+        overrides.write_text(tomli_w.dumps(dict(run_config)))
+        argv = [
+            "flwr",
+            "run",
+            str(app or self.out / "app"),
+            control.CONNECTION,
+            "--run-config",
+            str(overrides),
+            "--stream",
+        ]
+        output = log.open("ab") if log else subprocess.PIPE
+        try:
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                env=self.env(),
+                start_new_session=True,
+            )
+        finally:
+            if log:
+                output.close()
+
+    def run(
+        self,
+        run_config: Mapping[str, object],
+        app: Path | None = None,
+        stream: TextIO | None = None,
+    ) -> RunResult:
+        """Run the app to its end, copying its streamed log to ``stream``."""
+        flwr_run = self.submit(run_config, app)
+        assert flwr_run.stdout is not None
+        run_id, head = None, ""
+        try:
+            with self.log("flwr-run").open("ab") as record:
+                while chunk := flwr_run.stdout.read1(4096):
+                    record.write(chunk)
+                    if run_id is None:
+                        head = (head + chunk.decode(errors="replace"))[-4096:]
+                        if started := STARTED.search(head):
+                            run_id = int(started.group(1))
+                    if stream is not None:
+                        stream.write(chunk.decode(errors="replace"))
+                        stream.flush()
+            flwr_run.wait()
+        finally:
+            if flwr_run.poll() is None:
+                os.killpg(flwr_run.pid, signal.SIGTERM)
+                flwr_run.wait(timeout=30)
+        if flwr_run.returncode != 0 or run_id is None:
+            return RunResult(None, "not started", f"`flwr run` exited {flwr_run.returncode}")
+        return RunResult(run_id, *control.run_status(run_id, self.env()))
+
+
+def _tail(path: Path, chars: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
+
+
+def run_local(
+    out: Path, options: LocalOptions, run_config: Mapping[str, object], stream: TextIO = sys.stdout
+) -> RunResult:
+    """Start the deployment, run the app once, stop everything."""
+    with LocalDeployment(out, options) as deployment:
+        print(
+            f"fedgs deploy: SuperLink on {deployment.address} "
+            f"({'TLS' if options.security.tls else 'no TLS'}, "
+            f"{'node authentication' if options.security.node_auth else 'any node may join'}), "
+            f"{options.nodes} SuperNodes online; logs in {deployment.out / 'logs'}",
+            file=stream,
+            flush=True,
+        )
+        result = deployment.run(run_config, stream=stream)
+        print(f"fedgs deploy: run {result.run_id} {result.status} {result.details}", file=stream)
+        return result

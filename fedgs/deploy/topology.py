@@ -1,0 +1,160 @@
+"""The deployment's processes and their flags, described once.
+
+The local launcher (processes on 127.0.0.1) and docker-compose.yml (containers) run the same
+processes with the same flags: a SuperLink, a SuperExec for the ServerApp, and per data holder a
+SuperNode plus the SuperExec that runs its ClientApp processes (Flower's "process" isolation).
+Only addresses and file locations differ. Both build their command lines here, so a flag added
+for one is added for the other (tests/test_deploy_compose.py checks the committed compose file).
+
+Security defaults: TLS on every SuperLink API (Fleet, Control, ServerApp runtime: one HTTPS port
+in 1.41) and SuperNode authentication (only registered public keys may connect; registration is
+``flwr supernode register``). A SuperNode's own runtime API, which its ClientApp processes dial,
+stays on a private link: loopback here, a per-node network in compose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+FLOWER_VERSION = "1.41.0"
+PROCESS = "process"  # isolation mode: separate SuperExec processes (containers) run the apps
+
+
+@dataclass(frozen=True)
+class TlsPaths:
+    """Certificate files as the process that reads them sees them."""
+
+    ca_cert: str
+    server_cert: str
+    server_key: str
+
+
+@dataclass(frozen=True)
+class Security:
+    """TLS and SuperNode authentication, both on unless a user turns them off."""
+
+    tls: bool = True
+    node_auth: bool = True
+
+    def __post_init__(self) -> None:
+        if self.node_auth and not self.tls:
+            raise ValueError(
+                "SuperNode authentication needs TLS (Flower refuses node keys over an insecure "
+                "connection): use --tls, or --no-node-auth with --insecure"
+            )
+
+
+SUPERLINK = "superlink"
+SERVERAPP_EXECUTOR = "serverapp"  # the SuperExec that runs the ServerApp
+# torch._dynamo: torch.optim imports it lazily, on the first optimizer (~3 s)
+CLIENTAPP_PRELOAD = ("fedgs.client.app", "torch._dynamo")
+
+
+def node_name(partition_id: int) -> str:
+    return f"supernode-{partition_id}"
+
+
+def executor_name(partition_id: int) -> str:
+    """The SuperExec that runs SuperNode ``partition_id``'s ClientApp processes."""
+    return f"clientapp-{partition_id}"
+
+
+def node_config(partition_id: int, num_partitions: int, state_dir: str) -> str:
+    """``--node-config``: which client this node is and where its private state lives."""
+    return f'partition-id={partition_id} num-partitions={num_partitions} state-dir="{state_dir}"'
+
+
+def superlink_args(
+    *,
+    host: str,
+    port: int,
+    security: Security,
+    tls: TlsPaths | None,
+    database: str,
+) -> list[str]:
+    """``flower-superlink``: runtime dependency installation is always off (it would fetch a
+    CUDA torch); the app's code is already installed where it runs."""
+    args = ["flower-superlink"]
+    if security.tls:
+        if tls is None:
+            raise ValueError("TLS is on but no certificate paths were given")
+        args += [
+            "--ssl-ca-certfile",
+            tls.ca_cert,
+            "--ssl-certfile",
+            tls.server_cert,
+            "--ssl-keyfile",
+            tls.server_key,
+        ]
+    else:
+        args.append("--insecure")
+    if security.node_auth:
+        args.append("--enable-supernode-auth")
+    return args + [
+        "--isolation",
+        PROCESS,
+        "--disable-runtime-dependency-installation",
+        "--database",
+        database,
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
+
+
+def supernode_args(
+    *,
+    superlink: str,
+    host: str,
+    port: int,
+    security: Security,
+    ca_cert: str | None,
+    private_key: str | None,
+    config: str,
+) -> list[str]:
+    """``flower-supernode``: dials the SuperLink over TLS and signs its requests with its key."""
+    args = ["flower-supernode", "--superlink", superlink]
+    if security.tls:
+        if ca_cert is None:
+            raise ValueError("TLS is on but no CA certificate was given")
+        args += ["--root-certificates", ca_cert]
+    else:
+        args.append("--insecure")
+    if security.node_auth:
+        if private_key is None:
+            raise ValueError("node authentication is on but no private key was given")
+        args += ["--auth-supernode-private-key", private_key]
+    return args + [
+        "--node-config",
+        config,
+        "--isolation",
+        PROCESS,
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
+
+
+def superexec_args(
+    *, runtime_api: str, ca_cert: str | None, python: str | None = None, preload: Sequence[str] = ()
+) -> list[str]:
+    """A SuperExec for process isolation: runs the ServerApp (``runtime_api`` is the SuperLink's,
+    verified with ``ca_cert``) or a node's ClientApp processes (that SuperNode's private runtime
+    API; ``ca_cert`` None: no TLS on that link). With ``python``, fedgs' forking SuperExec under
+    that interpreter, importing ``preload`` once (fedgs.deploy.superexec); else Flower's."""
+    if python is None:
+        args = ["flower-superexec"]
+    else:
+        args = [python, "-m", "fedgs.deploy.superexec"]
+        args += [f"--preload={module}" for module in preload]
+    args += ["--runtime-api-address", runtime_api]
+    return args + (["--root-certificates", ca_cert] if ca_cert else ["--insecure"])
+
+
+def environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment of every component: no telemetry and no update check (machines may be
+    offline), plus ``extra``."""
+    return {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", **(extra or {})}

@@ -1,0 +1,149 @@
+"""docker-compose.yml and `fedgs deploy local` run the same processes with the same flags.
+
+No Docker engine runs here, so the compose file is checked as data: it is the rendering of
+fedgs.deploy.topology, every container's command line matches the launcher's once addresses and
+file locations are set aside, TLS and node authentication are on, and each data holder mounts
+only its own key, state and data.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fedgs.deploy import compose, topology
+from fedgs.deploy.launcher import LocalDeployment, LocalOptions
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRYPOINTS = {"flwr/superlink": ["flower-superlink"], "flwr/supernode": ["flower-supernode"]}
+ADDRESS = re.compile(r"^[\w.-]+:\d+$")
+
+
+@pytest.fixture(scope="module")
+def document() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def _argv(service: dict) -> list[str]:
+    """What the container runs: its entrypoint (or the Flower image's) and its command."""
+    image = service["image"].split(":")[0]
+    return [*service.get("entrypoint", ENTRYPOINTS.get(image, [])), *service["command"]]
+
+
+def _skeleton(argv: list[str]) -> list[str]:
+    """The command line with addresses, ports and folders set aside: what must agree."""
+    out = ["python" if argv[0] in ("python", sys.executable) else argv[0]]
+    for previous, token in zip(argv, argv[1:], strict=False):
+        if previous in ("--host", "--port") or ADDRESS.match(token):
+            token = "<address>"
+        elif previous == "--node-config":
+            token = re.sub(r'state-dir="[^"]*"', 'state-dir="<state>"', token)
+        elif "/" in token:
+            token = Path(token).name
+        out.append(token)
+    return out
+
+
+def test_committed_file_is_the_rendering_of_the_topology() -> None:
+    assert (ROOT / "docker-compose.yml").read_text() == compose.dump(2), (
+        "docker-compose.yml is stale: run `fedgs deploy compose --nodes 2 -o docker-compose.yml`"
+    )
+
+
+def test_every_container_runs_what_the_launcher_runs(document: dict, tmp_path: Path) -> None:
+    launcher = LocalDeployment(tmp_path, LocalOptions(nodes=2)).commands()
+    services = document["services"]
+    assert set(launcher) <= set(services)
+    assert set(services) - set(launcher) == {"register"}  # compose's stand-in for the launcher
+    for name, argv in launcher.items():
+        assert _skeleton(_argv(services[name])) == _skeleton(argv), name
+
+
+def test_tls_and_node_authentication_are_on(document: dict) -> None:
+    services = document["services"]
+    superlink = services["superlink"]["command"]
+    assert "--insecure" not in superlink and "--enable-supernode-auth" in superlink
+    for flag in ("--ssl-ca-certfile", "--ssl-certfile", "--ssl-keyfile"):
+        assert flag in superlink
+    assert "--disable-runtime-dependency-installation" in superlink
+    assert "--root-certificates" in services["serverapp"]["command"]
+    for i in range(2):
+        node = services[topology.node_name(i)]["command"]
+        assert "--insecure" not in node
+        assert node[node.index("--auth-supernode-private-key") + 1] == (
+            f"/app/keys/supernode-{i}.key"
+        )
+    registered = services["register"]["command"]
+    assert [k for k in registered if k.endswith(".pub")] == [
+        "/app/keys/supernode-0.pub",
+        "/app/keys/supernode-1.pub",
+    ]
+
+
+def test_each_data_holder_mounts_only_its_own_key_state_and_data(document: dict) -> None:
+    services, mounted = document["services"], []
+    for i in range(2):
+        name = topology.node_name(i)
+        node, executor = services[name], services[topology.executor_name(i)]
+        assert node["volumes"] == [
+            "./deploy/certificates/ca.crt:/app/certificates/ca.crt:ro",
+            f"./deploy/keys/{name}.key:/app/keys/{name}.key:ro",
+        ]
+        assert executor["volumes"] == [
+            f"{name}-state:/app/state",
+            f"./deploy/data/{name}:/app/data:ro",
+        ]
+        assert node["depends_on"]["register"]["condition"] == "service_completed_successfully"
+        assert executor["networks"] == [f"{name}-net"] and f"{name}-net" in node["networks"]
+        assert document["networks"][f"{name}-net"] == {"internal": True}
+        mounted += executor["volumes"]
+    assert len(set(mounted)) == len(mounted)
+    assert {"superlink-state", "runs", "supernode-0-state", "supernode-1-state"} == set(
+        document["volumes"]
+    )
+
+
+def test_only_the_superlink_publishes_a_port_on_loopback(document: dict) -> None:
+    services = document["services"]
+    published = {name: s["ports"] for name, s in services.items() if "ports" in s}
+    command = services["superlink"]["command"]
+    port = command[command.index("--port") + 1]
+    assert published == {"superlink": [f"127.0.0.1:{port}:{port}"]}
+
+
+def test_more_nodes_are_one_command_away() -> None:
+    services = compose.render(3)["services"]
+    assert {"supernode-2", "clientapp-2"} <= set(services)
+    assert 'num-partitions=3 state-dir="/app/state"' in " ".join(services["supernode-2"]["command"])
+    assert "/app/keys/supernode-2.pub" in services["register"]["command"]
+
+
+def test_the_image_installs_every_source_folder_of_the_package() -> None:
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    folders = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-dir"
+    ].values()
+    for folder in folders:
+        assert f"COPY --chown=app:app {folder} {folder}" in dockerfile
+        assert f"!{folder}/" in (ROOT / ".dockerignore").read_text()
+    assert "flwr/superexec:${FLWR_VERSION}" in dockerfile
+    assert f"ARG FLWR_VERSION={topology.FLOWER_VERSION}" in dockerfile
+
+
+def test_init_writes_what_compose_mounts(tmp_path: Path) -> None:
+    written = compose.prepare_host(tmp_path, 2)
+    assert [p.name for p in written] == ["ca.crt", "supernode-0.pub", "supernode-1.pub"]
+    for mount in ("certificates/server.key", "keys/supernode-1.key", "data/supernode-1"):
+        assert (tmp_path / mount).exists()
+    before = (tmp_path / "keys" / "supernode-0.key").read_bytes()
+    compose.prepare_host(tmp_path, 3)  # adding a node keeps the keys already registered
+    assert (tmp_path / "keys" / "supernode-0.key").read_bytes() == before
+    config = tomllib.loads((tmp_path / "flwr-home" / "config.toml").read_text())
+    assert config["superlink"]["fedgs"]["address"] == f"127.0.0.1:{compose.PORT}"
+    app = tomllib.loads((tmp_path / "app" / "pyproject.toml").read_text())
+    assert app["tool"]["flwr"]["app"]["components"]["clientapp"] == "fedgs.client.app:app"
