@@ -261,11 +261,9 @@ class GSWGANRun(FederatedRun):
     def trainer(self) -> GeneratorTrainer:
         return self.state.trainer
 
-    @abstractmethod
     def sample(self, labels: torch.Tensor) -> torch.Tensor:
         return self.trainer.sample(labels)
 
-    @abstractmethod
     def load_checkpoint(self) -> bool:
         if not load_checkpoint(self.out.root, self.state):
             return False
@@ -295,17 +293,14 @@ class GSWGANRun(FederatedRun):
     def step_metrics(self, outcome) -> dict:
         return {"grad_norm_mean": outcome.mean("grad-norm-mean")}
 
-    @abstractmethod
     def privacy_row(self) -> dict:
         c = self.config
         epsilon = self.state.ledger.epsilon_untrusted_max(c.delta, c.accountant)[0]
         return {self.epsilon_column: epsilon}
 
-    @abstractmethod
     def save_privacy_state(self) -> None:
         save_ledger(self.out.root, self.state.ledger)  # paid queries are on disk every step
 
-    @abstractmethod
     def checkpoint(self) -> dict:
         self.state.step = self.step
         save_checkpoint(self.out.root, self.state)
@@ -316,7 +311,6 @@ class GSWGANRun(FederatedRun):
         # the trusted-sampler figure costs ~0.2 s (subsampled RDP): computed at checkpoints
         return {"epsilon_trusted_sampler": report["trusted_sampler"]["epsilon"]}
 
-    @abstractmethod
     def final_payload(self) -> dict:
         return {
             "strategy": "gswgan",
