@@ -83,7 +83,8 @@ def _run(args: argparse.Namespace) -> int:
             accountant=config.accountant,
             seed=config.seed,
         )
-        result = run_local_gswgan(dataset, config.gswgan(), options, args.out)
+        settings = {k.replace("_", "-"): getattr(config, k) for k in LOCAL_KEYS}
+        result = run_local_gswgan(dataset, config.gswgan(), options, args.out, settings)
     except (DataError, ValueError) as error:
         print(f"fedgs centralized: error: {error}", flush=True)
         return 2

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -67,8 +69,13 @@ def run_local_gswgan(
     config: GSWGANConfig,
     options: LocalRunOptions,
     out_dir: str | Path,
+    settings: Mapping[str, Any] | None = None,
 ) -> LocalRunResult:
-    """Warm-start every client's critic, then run ``options.steps`` private generator steps."""
+    """Warm-start every client's critic, then run ``options.steps`` private generator steps.
+
+    ``settings`` (run-config keys, hyphenated) are recorded in config.json next to the runner's
+    own blocks, so ``fedgs evaluate`` can reload the run's data (its folder and label mode).
+    """
     if options.clients_per_step > dataset.num_clients:
         raise ValueError(
             f"clients per step ({options.clients_per_step}) exceeds clients ({dataset.num_clients})"
@@ -76,7 +83,8 @@ def run_local_gswgan(
     run_dir = RunDirectory(out_dir)
     run_dir.write_json(
         run_dir.config_json,
-        {
+        dict(settings or {})
+        | {
             "runner": "local",
             "dataset": dataset.name,
             "num_clients": dataset.num_clients,
@@ -161,8 +169,9 @@ def run_local_gswgan(
     torch.save(
         {
             "generator": trainer.generator.state_dict(),
+            "strategy": "gswgan",
             "ema": trainer.ema.module.state_dict(),
-            "config": config.to_dict(),
+            "gswgan": config.to_dict(),
             "num_classes": dataset.num_classes,
         },
         run_dir.generator_pt,

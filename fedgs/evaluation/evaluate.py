@@ -1,0 +1,217 @@
+"""``fedgs evaluate``: score a finished run and write its tables and figures.
+
+Writes RUN_DIR/evaluation/: ``utility.csv`` and ``utility.md`` (the Table A1-style table),
+``summary.json`` (scores, every epsilon with its threat model, options, file list) and
+``plots/`` (PNG + CSV each). Every expensive result is cached under ``evaluation/cache`` keyed by
+the generator.pt hash and the options (real-data baselines under $FEDGS_CACHE, per dataset),
+so evaluating the same checkpoint again only redraws.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedgs.data import load_federated
+from fedgs.evaluation import plots
+from fedgs.evaluation.cache import ResultCache
+from fedgs.evaluation.classifiers import available
+from fedgs.evaluation.generator_loader import LoadedGenerator, file_sha256, load_generator
+from fedgs.evaluation.gradnorms import GradNorms, gradient_norms
+from fedgs.evaluation.names import CLASSIFIER_NAMES
+from fedgs.evaluation.privacy_figures import all_figures
+from fedgs.evaluation.run_files import RunFiles
+from fedgs.evaluation.synthetic import synthesize
+from fedgs.evaluation.utility import UtilityRow, UtilitySetup, to_markdown, utility_table, write_csv
+from fedgs.metrics.classifier import default_cache_dir, load_or_train_classifier
+from fedgs.metrics.scores import score_generator
+from fedgs.training.hparams import GSWGANConfig
+
+
+@dataclass(frozen=True)
+class EvaluationOptions:
+    samples: int = 60_000  # synthetic training set of the utility table (the paper's 60k)
+    classifiers: tuple[str, ...] = tuple(n for n in CLASSIFIER_NAMES if available(n))
+    epochs: int = 5  # of the torch MLP and CNN
+    seed: int = 0
+    score_samples: int = 10_000  # IS / domain FID / label agreement sample count (capped)
+    inception_weights: Path | None = None
+    inception_samples: int = 2_000
+    grad_norm_samples: int = 1_024  # 0 = no gradient-norm figure
+    grad_norm_warm_start: int | None = None  # None: the run's own warm-start steps
+    data_dir: str | None = None  # where the run's data are now, if not where it recorded
+
+    def __post_init__(self) -> None:
+        unknown = [c for c in self.classifiers if c not in CLASSIFIER_NAMES]
+        if unknown:
+            raise ValueError(
+                f"unknown classifier(s) {', '.join(unknown)}; known: {', '.join(CLASSIFIER_NAMES)}"
+            )
+        missing = [c for c in self.classifiers if not available(c)]
+        if missing:
+            raise ValueError(f"not installed: {', '.join(missing)} (pip install {missing[0]})")
+        for name in ("samples", "epochs", "score_samples", "inception_samples"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be >= 1")
+
+
+@dataclass
+class EvaluationResult:
+    run: RunFiles
+    rows: list[UtilityRow]
+    scores: dict[str, Any]
+    epsilons: list[dict[str, Any]]
+    files: dict[str, Path] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "run": str(self.run.root),
+            "scores": self.scores,
+            "utility": [r.to_dict() for r in self.rows],
+            "epsilons": self.epsilons,
+            "files": {k: str(v.relative_to(self.run.root)) for k, v in self.files.items()},
+        }
+
+
+class _Evaluation:
+    """One evaluation's shared state: the run, its data, generator and caches."""
+
+    def __init__(self, run: RunFiles, options: EvaluationOptions) -> None:
+        self.run, self.options = run, options
+        self.generator: LoadedGenerator = load_generator(run.root)
+        spec = run.data_spec(options.data_dir)
+        self.dataset = load_federated(
+            spec.dataset,
+            spec.data_dir,
+            labels=spec.labels,
+            num_clients=spec.num_clients,
+            seed=spec.seed,
+        )
+        self.train = self.dataset.train_arrays()
+        self.test = self.dataset.test_arrays()
+        self.cache = ResultCache(run.evaluation_dir / "cache")
+        self.key = {
+            "generator": self.generator.sha256,
+            "dataset": self.dataset.fingerprint,
+            "seed": options.seed,
+        }
+
+    @cached_property
+    def synthetic(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return synthesize(self.generator, self.options.samples, self.options.seed)
+
+    def _cached(self, what: str, extra: dict[str, Any], compute) -> Any:
+        key = self.key | {"what": what} | extra
+        value = self.cache.get(key)
+        if value is None:
+            value = compute()
+            self.cache.put(key, value)
+        return value
+
+    def domain_scores(self) -> dict[str, float]:
+        count = min(self.options.score_samples, self.options.samples, self.test[0].shape[0])
+
+        def compute() -> dict[str, float]:
+            classifier = load_or_train_classifier(
+                self.dataset.fingerprint, *self.train, self.dataset.num_classes
+            )
+            images, labels = self.synthetic
+            scores = score_generator(
+                classifier, images[:count], labels[:count], self.test[0][:count]
+            )
+            return scores.to_dict()
+
+        return self._cached("domain-scores", {"count": count}, compute)
+
+    def inception_fid(self) -> dict[str, float | int]:
+        from fedgs.evaluation.inception import inception_fid, load_inception
+
+        weights = Path(self.options.inception_weights)
+        count = min(self.options.inception_samples, self.options.samples, self.test[0].shape[0])
+
+        def compute() -> dict[str, float | int]:
+            model = load_inception(weights)
+            fid = inception_fid(model, self.synthetic[0][:count], self.test[0][:count])
+            return {"fid_inception": fid, "fid_inception_samples": count}
+
+        return self._cached(
+            "inception-fid", {"weights": file_sha256(weights), "count": count}, compute
+        )
+
+    def utility(self) -> list[UtilityRow]:
+        o = self.options
+        setup = UtilitySetup(
+            self.dataset.num_classes, o.samples, o.epochs, o.seed, self.generator.sha256,
+            self.dataset.fingerprint,
+        )  # fmt: skip
+        baselines = ResultCache(default_cache_dir() / "evaluation-baselines")
+        return utility_table(
+            list(o.classifiers),
+            setup,
+            lambda: self.synthetic,
+            self.train,
+            self.test,
+            self.cache,
+            baselines,
+        )
+
+    def gradient_norms(self) -> GradNorms | None:
+        o = self.options
+        if not isinstance(self.generator.config, GSWGANConfig) or o.grad_norm_samples < 1:
+            return None
+        warm = o.grad_norm_warm_start
+        if warm is None:
+            warm = int(self.run.setting("warm-start-steps", 0))
+        client = self.dataset.client_train(0)
+        extra = {"samples": o.grad_norm_samples, "warm_start": warm}
+
+        def compute() -> dict[str, list[float]]:
+            norms = gradient_norms(self.generator, client, warm, o.grad_norm_samples, o.seed)
+            return {"before": norms.before.tolist(), "after": norms.after.tolist()}
+
+        values = self._cached("grad-norms", extra, compute)
+        return GradNorms(
+            torch.tensor(values["before"]),
+            torch.tensor(values["after"]),
+            self.generator.config.clip_norm,
+            warm,
+            int(client[0].shape[0]),
+        )
+
+
+def evaluate_run(run_dir: str | Path, options: EvaluationOptions) -> EvaluationResult:
+    """Scores, utility table, figures and epsilons of one run; files under RUN_DIR/evaluation."""
+    run = RunFiles.open(run_dir)
+    evaluation = _Evaluation(run, options)
+    scores: dict[str, Any] = {
+        "generator_sha256": evaluation.generator.sha256,
+        "strategy": evaluation.generator.strategy,
+    }
+    scores |= evaluation.domain_scores()
+    if options.inception_weights is not None:
+        scores |= evaluation.inception_fid()
+    rows = evaluation.utility()
+    out = run.evaluation_dir
+    figures = out / "plots"
+    figures.mkdir(parents=True, exist_ok=True)
+    result = EvaluationResult(run, rows, scores, [f.to_dict() for f in all_figures(run)])
+    write_csv(rows, out / "utility.csv")
+    (out / "utility.md").write_text(to_markdown(rows))
+    result.files |= {"utility_csv": out / "utility.csv", "utility_md": out / "utility.md"}
+    if curves := plots.training_curves(run, figures / "training_curves"):
+        result.files["training_curves"] = curves
+    if norms := evaluation.gradient_norms():
+        result.files["gradient_norms"] = plots.gradient_norms(norms, figures / "gradient_norms")
+    summary = result.summary() | {"options": _jsonable(asdict(options))}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    result.files["summary"] = out / "summary.json"
+    return result
+
+
+def _jsonable(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: str(v) if isinstance(v, Path) else v for k, v in options.items()}

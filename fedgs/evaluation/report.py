@@ -1,0 +1,277 @@
+"""``fedgs report``: one self-contained HTML page for one run or a comparison of runs.
+
+Everything is inside the page (images as data URIs, inline CSS), so it can be mailed or archived.
+The figures it draws are also written next to it (FILE_files/, PNG + CSV). Utility tables and
+evaluation scores appear when ``fedgs evaluate`` has been run on the run; the rest comes from the
+run directory itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fedgs.evaluation import plots
+from fedgs.evaluation.privacy_figures import EpsilonFigure, all_figures, headline_epsilon
+from fedgs.evaluation.run_files import RunFiles
+
+MAX_GRIDS = 4
+_CSS = """
+body { font-family: sans-serif; margin: 2em auto; max-width: 70em; color: #222; }
+table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f2f2f2; }
+img { max-width: 100%; border: 1px solid #ddd; margin: 0.3em 0; }
+figure { display: inline-block; margin: 0.4em 1em 0.4em 0; }
+figcaption { font-size: 0.8em; color: #555; }
+section.run { border-top: 3px solid #446; margin-top: 2em; }
+.note { color: #555; font-size: 0.85em; }
+"""
+
+
+def _e(value: object) -> str:
+    return html.escape(str(value))
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "∞"
+        return f"{value:.4g}"
+    return "–" if value is None else str(value)
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f'<td class="num">{_e(_fmt(v))}</td>'
+            if isinstance(v, int | float)
+            else f"<td>{_e(_fmt(v))}</td>"
+            for v in row
+        )
+        + "</tr>"
+        for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _img(path: Path, caption: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (
+        f'<figure><img alt="{_e(caption)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{_e(caption)}</figcaption></figure>"
+    )
+
+
+def _evaluation(run: RunFiles) -> dict[str, Any] | None:
+    path = run.evaluation_dir / "summary.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _accuracy(evaluation: dict[str, Any] | None, name: str) -> float | None:
+    for row in (evaluation or {}).get("utility", []):
+        if row["classifier"] == name:
+            return row["synthetic_accuracy"]
+    return None
+
+
+def _scores(run: RunFiles, evaluation: dict[str, Any] | None) -> dict[str, Any]:
+    """The best available scores: ``fedgs evaluate``'s, else the run's last logged ones."""
+    if evaluation:
+        return {"source": "fedgs evaluate"} | evaluation["scores"]
+    logged = run.last_scores()
+    return {"source": f"logged at step {int(logged['step'])}"} | logged if logged else {}
+
+
+def _privacy_section(figures: Sequence[EpsilonFigure]) -> str:
+    return "<h3>Privacy</h3>" + _table(
+        ("figure", "epsilon", "delta", "threat model", "accountant", "what it assumes"),
+        ((f.label, f.epsilon, f.delta, f.threat_model, f.accountant, f.note) for f in figures),
+    )
+
+
+def _grids(run: RunFiles) -> str:
+    grids = run.samples()
+    if not grids:
+        return '<p class="note">No sample grids were written (evaluation was off).</p>'
+    step = max(1, math.ceil(len(grids) / MAX_GRIDS))
+    chosen = sorted({*grids[::step], grids[-1]})
+    return "<h3>Samples (one row per class)</h3>" + "".join(
+        _img(p, p.stem.replace("_", " ")) for p in chosen
+    )
+
+
+def _run_section(run: RunFiles, label: str, figures: Sequence[EpsilonFigure], assets: Path) -> str:
+    evaluation = _evaluation(run)
+    parts = [
+        f'<section class="run"><h2>{_e(label)}</h2>',
+        f'<p class="note">{_e(run.root.resolve())} — strategy {_e(run.strategy)}, '
+        f"{_e(run.runner)} runner, {_e(run.privacy.get('steps', run.privacy.get('rounds')))} "
+        "generator steps</p>",
+        _privacy_section(figures),
+    ]
+    scores = _scores(run, evaluation)
+    if scores:
+        parts.append("<h3>Scores</h3>" + _table(("score", "value"), scores.items()))
+    if evaluation:
+        parts.append(
+            "<h3>Downstream utility (train on synthetic, test on real; Table A1 style)</h3>"
+            + _table(
+                ("classifier", "synthetic → real", "real → real", "calibrated", "train images"),
+                (
+                    (
+                        r["classifier"],
+                        r["synthetic_accuracy"],
+                        r["real_accuracy"],
+                        r["calibrated_accuracy"],
+                        r["train_samples"],
+                    )
+                    for r in evaluation["utility"]
+                ),
+            )
+        )
+    else:
+        parts.append(
+            '<p class="note">No utility table: run <code>fedgs evaluate '
+            f"{_e(run.root)}</code> first.</p>"
+        )
+    parts.append(_grids(run))
+    parts.append("<h3>Figures</h3>")
+    if curves := plots.training_curves(run, assets / f"{label}_training_curves"):
+        parts.append(_img(curves, "training curves (from metrics.csv)"))
+    norms = run.evaluation_dir / "plots" / "gradient_norms.png"
+    if norms.exists():
+        parts.append(
+            _img(
+                norms,
+                "gradient norms before/after clipping: final generator vs a freshly "
+                "warm-started critic (fedgs evaluate)",
+            )
+        )
+    parts.append(
+        "<h3>Configuration</h3>"
+        + _table(
+            ("key", "value"),
+            (
+                (k, json.dumps(v) if isinstance(v, dict | list) else v)
+                for k, v in sorted(run.config.items())
+            ),
+        )
+    )
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _comparison(
+    runs: Sequence[RunFiles],
+    labels: Sequence[str],
+    figures: Sequence[Sequence[EpsilonFigure]],
+    assets: Path,
+) -> str:
+    rows, points, utilities = [], [], {}
+    for run, label, run_figures in zip(runs, labels, figures, strict=True):
+        evaluation = _evaluation(run)
+        scores = _scores(run, evaluation)
+        paper = next((f.epsilon for f in run_figures if f.threat_model == "paper"), None)
+        epsilon = headline_epsilon(run)
+        mlp, cnn = _accuracy(evaluation, "mlp"), _accuracy(evaluation, "cnn")
+        rows.append(
+            (
+                label,
+                run.strategy,
+                run.privacy.get("steps", run.privacy.get("rounds")),
+                epsilon,
+                paper,
+                scores.get("fid_domain"),
+                scores.get("inception_score"),
+                scores.get("label_agreement"),
+                mlp,
+                cnn,
+            )
+        )
+        points.append(
+            {
+                "run": label,
+                "epsilon": epsilon,
+                "fid_domain": scores.get("fid_domain"),
+                "fid_inception": scores.get("fid_inception"),
+                "mlp": mlp,
+                "cnn": cnn,
+            }
+        )
+        for row in (evaluation or {}).get("utility", []):
+            utilities.setdefault(row["classifier"], {})[label] = row["synthetic_accuracy"]
+    parts = [
+        "<h2>Comparison</h2>",
+        '<p class="note">epsilon: each run\'s own guarantee (GS-WGAN: untrusted server, max over '
+        "clients; Fed-Avg GAN: trusted server). Paper-compatible: the GS-WGAN paper's figure for "
+        "the setting, for comparison with its tables only.</p>",
+        _table(
+            (
+                "run",
+                "strategy",
+                "steps",
+                "epsilon",
+                "paper-compatible epsilon",
+                "domain FID",
+                "IS",
+                "label agreement",
+                "MLP acc.",
+                "CNN acc.",
+            ),
+            rows,
+        ),
+    ]
+    if utilities:
+        table = _table(
+            ("classifier", *labels),
+            ((c, *(v.get(n) for n in labels)) for c, v in utilities.items()),
+        )
+        parts.append("<h3>Downstream accuracy per classifier (synthetic → real)</h3>" + table)
+    if figure := plots.privacy_utility(points, assets / "privacy_utility"):
+        parts.append(_img(figure, "privacy-utility across runs"))
+    return "\n".join(parts)
+
+
+def _labels(runs: Sequence[RunFiles]) -> list[str]:
+    """Folder names, numbered when two runs share one (their figures must not collide)."""
+    names = [r.name for r in runs]
+    if len(set(names)) == len(names):
+        return names
+    return [f"{i + 1}-{name}" for i, name in enumerate(names)]
+
+
+def write_report(run_dirs: Sequence[str | Path], out: str | Path) -> Path:
+    """Write the HTML page for ``run_dirs`` to ``out``; figures also go to ``out``'s _files/."""
+    runs = [RunFiles.open(d) for d in run_dirs]
+    labels = _labels(runs)
+    out = Path(out)
+    assets = out.with_name(f"{out.stem}_files")
+    assets.mkdir(parents=True, exist_ok=True)
+    figures = [all_figures(r) for r in runs]
+    title = "fedgs report: " + ", ".join(labels)
+    stamp = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+    body = [f"<h1>{_e(title)}</h1>", f'<p class="note">generated {stamp} by fedgs report</p>']
+    if len(runs) > 1:
+        body.append(_comparison(runs, labels, figures, assets))
+    body += [
+        _run_section(r, label, f, assets) for r, label, f in zip(runs, labels, figures, strict=True)
+    ]
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return out
