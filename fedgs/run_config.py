@@ -39,7 +39,7 @@ class RunConfig:
     # data (each client loads only its own partition)
     dataset: str = field(
         default="embedded",
-        metadata={"help": "embedded (offline default), femnist (LEAF) or mnist (IDX)"},
+        metadata={"help": "embedded (offline default), femnist (LEAF), mnist (IDX) or saved"},
     )
     data_dir: str = field(default="", metadata={"help": "LEAF output or MNIST IDX folder"})
     labels: str = field(

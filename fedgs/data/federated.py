@@ -253,8 +253,11 @@ class FederatedDataset:
                 f"{meta_file}: format version {meta.get('format_version')!r}, "
                 f"this fedgs reads {FORMAT_VERSION}; delete the folder to rebuild it"
             )
-        train = datasets.load_from_disk(str(path / "train"))
-        test = datasets.load_from_disk(str(path / "test"))
+        try:
+            train = datasets.load_from_disk(str(path / "train"))
+            test = datasets.load_from_disk(str(path / "test"))
+        except FileNotFoundError as err:
+            raise DataError(f"{path}: incomplete dataset folder ({err})") from err
         return cls(path, meta, train, test)
 
     def __repr__(self) -> str:

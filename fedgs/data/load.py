@@ -17,7 +17,7 @@ from fedgs.data.federated import (
     read_client_arrays,
     save_federated,
 )
-from fedgs.data.names import DATASET_NAMES, NATURAL
+from fedgs.data.names import DATASET_NAMES, NATURAL, SAVED
 from fedgs.data.partition import PARTITIONS
 
 DEFAULT_CLIENTS = {"embedded": embedded.DEFAULT_CLIENTS, "mnist": 1000}
@@ -43,6 +43,9 @@ def load_federated(
       ``digits``, ``merged36`` or ``all62``.
     - ``mnist``: the four IDX files in ``data_dir``; ``num_clients`` (default 1000) virtual
       clients, global test set.
+    - ``saved``: a folder written by `save_federated` (e.g. one group of the debugging scenario),
+      opened as it is: its clients and classes are fixed, so ``num_clients``, ``partition`` and
+      ``seed`` are not used; ``labels`` must match the label mode it records, if any.
 
     ``partition`` is ``iid`` (default) or ``label-skew`` (``shards_per_client`` label shards
     per client, see `fedgs.data.partition`); ``seed`` fixes the split. Bad input raises
@@ -55,6 +58,8 @@ def load_federated(
         raise DataError(f"unknown label mode {labels!r}; choose one of {modes}")
     if name == "femnist":
         return _femnist(data_dir, labels, num_clients, partition, cache_root(cache_dir))
+    if name == SAVED:
+        return _saved(data_dir, labels, num_clients, partition)
     if labels != "digits":
         raise DataError(f"{name} holds digits only; labels={labels!r} needs the femnist dataset")
     scheme = partition or "iid"
@@ -84,6 +89,22 @@ def _required_dir(name: str, data_dir: str | Path | None) -> Path:
     if data_dir is None:
         raise DataError(f"the {name} dataset needs a data directory (--data-dir)")
     return Path(data_dir)
+
+
+def _saved(
+    data_dir: str | Path | None, labels: str, num_clients: int | None, partition: str | None
+) -> FederatedDataset:
+    """A `save_federated` folder, opened in place (no cache: it is already in the stored form)."""
+    if num_clients is not None or partition is not None:
+        raise DataError("a saved dataset has fixed clients; num_clients and partition are not used")
+    path = _required_dir(SAVED, data_dir)
+    if not path.is_dir():
+        raise DataError(f"{path}: no such folder (the saved dataset needs its folder as data-dir)")
+    ds = FederatedDataset.load(path)
+    stored = ds.info.get("labels")
+    if stored is not None and stored != labels:
+        raise DataError(f"{path} holds labels {stored!r}; run it with labels={stored!r}")
+    return ds
 
 
 def _femnist(

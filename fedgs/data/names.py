@@ -5,7 +5,8 @@ Why: the ``fedgs`` parser offers them as ``choices=``, and building it must not 
 `fedgs.data.partition` import their names from here.
 """
 
-DATASET_NAMES = ("embedded", "femnist", "mnist")
+DATASET_NAMES = ("embedded", "femnist", "mnist", "saved")
+SAVED = "saved"  # a folder written by save_federated (e.g. a debugging scenario group)
 LABEL_MODES = ("digits", "merged36", "all62")
 PARTITIONS = ("iid", "label-skew")
 NATURAL = "natural"  # FEMNIST's only partition: one client per writer
