@@ -1,0 +1,79 @@
+"""Shared pieces of the deployment tests: small settings, bounded waits, what lies on disk.
+
+Every wait is bounded; a test that times out says what it waited for.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from fedgs.deploy import processes
+from fedgs.privacy import PrivacyLedger
+
+# tiny models and batches (the embedded data, one client per node): seconds per step
+SMALL = {
+    "batch-size": 8,
+    "critic-steps": 2,
+    "generator-width": 8,
+    "critic-width": 8,
+    "warm-start-steps": 0,
+    "eval-every": 0,
+}
+WAIT = 600.0  # a cold start on a loaded 2-core machine; runs normally take well under this
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up after {timeout:g} s waiting for {what}"
+        time.sleep(0.5)
+
+
+def rows(run_dir: Path) -> list[dict[str, str]]:
+    path = run_dir / "metrics.csv"
+    if not path.exists():
+        return []
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def server_ledger(run_dir: Path) -> dict[str, int]:
+    """Queries per client the server recorded as paid (ledger.json, saved every step)."""
+    path = run_dir / "ledger.json"
+    return PrivacyLedger.from_json(path.read_text()).query_counts() if path.exists() else {}
+
+
+def client_state(state_dir: Path) -> dict:
+    """The one client's saved state in a node's state directory (critic, ledger, warm start)."""
+    (path,) = state_dir.glob("*.pt")
+    return torch.load(path, weights_only=True)
+
+
+def client_ledger(state_dir: Path) -> dict[str, int]:
+    """The queries the client itself recorded as paid; {} before its first answer."""
+    if not list(state_dir.glob("*.pt")):
+        return {}
+    return PrivacyLedger.from_json(client_state(state_dir)["ledger"]).query_counts()
+
+
+def live_processes_of(out: Path) -> list[str]:
+    """Command lines of live processes started for the deployment in ``out`` (every one of them
+    inherits FLWR_HOME=out/flwr-home, whoever its parent is now)."""
+    needle = f"FLWR_HOME={out.resolve() / 'flwr-home'}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if needle in environ and stat.rsplit(")", 1)[1].split()[0] != "Z":
+            found.append(processes.command_line(int(entry.name)))
+    return found

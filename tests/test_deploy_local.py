@@ -1,0 +1,81 @@
+"""`fedgs deploy local` as a user runs it: 3 SuperNodes over TLS with node authentication, a few
+generator steps, progress streamed, every process gone afterwards; Ctrl-C stops it cleanly."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from deploy_support import SMALL, live_processes_of, rows, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def _command(out: Path, steps: int) -> list[str]:
+    run_config = " ".join(
+        f"{key}={value}" for key, value in (SMALL | {"warm-start-steps": 1}).items()
+    )
+    return [
+        sys.executable, "-m", "fedgs.cli", "deploy", "local", "--nodes", "3",
+        "--steps", str(steps), "--run-config", run_config, "--out", str(out),
+    ]  # fmt: skip
+
+
+def test_three_supernodes_with_tls_and_authentication_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "deployment"
+    done = subprocess.run(
+        _command(out, steps=3), capture_output=True, text=True, timeout=1200, start_new_session=True
+    )
+    log = done.stdout[-4000:] + done.stderr[-4000:]
+    assert done.returncode == 0, log
+    assert "3 SuperNodes online" in done.stdout and "node authentication" in done.stdout
+    assert "Successfully started run" in done.stdout and "GS-WGAN" in done.stdout  # streamed
+    assert "finished:completed" in done.stdout and str(out / "run" / "privacy.json") in log
+
+    # the run: 3 steps, every one answered, one paid query each
+    assert [(r["step"], r["answered"]) for r in rows(out / "run")] == [
+        ("1", "1"),
+        ("2", "1"),
+        ("3", "1"),
+    ]
+    privacy = json.loads((out / "run" / "privacy.json").read_text())
+    assert privacy["steps"] == 3 and privacy["queries"]["total"] == 3
+    config = json.loads((out / "run" / "config.json").read_text())
+    assert config["num-clients"] == 3 and config["min-nodes"] == 3  # one partition per node
+    # every node warm-started its own critic in its own state directory
+    for i in range(3):
+        assert len(list((out / "nodes" / f"supernode-{i}" / "state").glob("*.pt"))) == 1
+
+    # TLS on the SuperLink's one port, nodes authenticated, nothing on another interface
+    superlink_log = (out / "logs" / "superlink.log").read_text()
+    assert "Uvicorn running on https://127.0.0.1:" in superlink_log
+    assert "SuperNode authentication is disabled" not in superlink_log
+    for i in range(3):
+        assert "Starting secure HTTPS channel" in (
+            out / "logs" / f"supernode-{i}.log"
+        ).read_text() or ("SuperNode ID" in (out / "logs" / f"supernode-{i}.log").read_text())
+    assert live_processes_of(out) == []
+
+
+def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
+    out = tmp_path / "deployment"
+    launcher = subprocess.Popen(
+        _command(out, steps=200),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: rows(out / "run") or launcher.poll() is not None, "the first step")
+        assert launcher.poll() is None, "the launcher ended before it could be interrupted"
+        assert len(live_processes_of(out)) >= 8  # SuperLink, 2+2x3 SuperExecs/SuperNodes, apps
+        launcher.send_signal(signal.SIGINT)  # what Ctrl-C sends (to the launcher only: own session)
+        assert launcher.wait(timeout=120) == 130
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    wait_for(lambda: not live_processes_of(out), "every process to exit", timeout=30)
