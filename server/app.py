@@ -1,4 +1,4 @@
-"""The fedgs ServerApp: federated GS-WGAN or Fed-Avg GAN (run-config ``strategy``).
+"""The fedgs ServerApp: GS-WGAN, Fed-Avg GAN, DataLens or PATE-GAN (run-config ``strategy``).
 
 ``app`` is what ``flwr run`` loads (settings from ``--run-config``); simulation runners build
 their own with :func:`build_server_app`, whose overrides win over the run config.
@@ -13,18 +13,32 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedgs.run_config import RunConfig
+from fedgs.server.datalens_run import DataLensRun
 from fedgs.server.fedavg_run import FedAvgGANRun
+from fedgs.server.pate_run import PateGANRun
 from fedgs.server.run import GSWGANRun
 
-RUNS = {"gswgan": GSWGANRun, "fedavg-gan": FedAvgGANRun}
+RUNS = {
+    "gswgan": GSWGANRun,
+    "fedavg-gan": FedAvgGANRun,
+    "datalens": DataLensRun,
+    "pate-gan": PateGANRun,
+}
 
 
-def build_server_app(overrides: Mapping[str, Any] | None = None) -> ServerApp:
+def build_server_app(
+    overrides: Mapping[str, Any] | None = None, grid_poll_seconds: float | None = None
+) -> ServerApp:
+    """``grid_poll_seconds``: how often the simulation's in-memory grid pulls replies."""
     fixed = dict(overrides or {})
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
+        if grid_poll_seconds is not None:
+            from fedgs.simulations.fast_engine import tune_grid
+
+            tune_grid(grid, grid_poll_seconds)
         config = RunConfig.from_user_config(context.run_config, fixed)
         RUNS[config.strategy](config).run(grid)
 

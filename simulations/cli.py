@@ -91,11 +91,21 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         default=defaults.object_store_mb,
         help="cap on Ray's object store (%(default)s)",
     )
+    engine.add_argument(
+        "--poll-seconds",
+        type=float,
+        default=defaults.poll_seconds,
+        help="polling interval of the engine and grid; Flower's own is 0.1 (%(default)s)",
+    )
 
 
 def _engine(args: argparse.Namespace) -> EngineOptions:
     return EngineOptions(
-        args.cpus_per_client, args.gpus_per_client, args.ray_cpus, args.object_store_mb
+        args.cpus_per_client,
+        args.gpus_per_client,
+        args.ray_cpus,
+        args.object_store_mb,
+        args.poll_seconds,
     )
 
 
@@ -106,13 +116,13 @@ def _run_comm_cost(args: argparse.Namespace) -> int:
         print("fedgs comm-cost: error: --steps must be at least 1")
         return 2
     try:
-        base = from_namespace(args)
+        base, engine = from_namespace(args), _engine(args)
     except (TypeError, ValueError) as error:
         print(f"fedgs comm-cost: error: {error}")
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = measure(base, out, _engine(args))
+    rows = measure(base, out, engine)
     paths = write_outputs(rows, out, base)
     print(paths["md"].read_text())
     print(f"table: {paths['md']}  csv: {paths['csv']}  chart: {paths['png']}")
@@ -123,11 +133,11 @@ def _run(args: argparse.Namespace) -> int:
     from fedgs.training.run_dir import summarize
 
     try:
-        config = from_namespace(args)
+        config, engine = from_namespace(args), _engine(args)
     except (TypeError, ValueError) as error:
         print(f"fedgs simulate: error: {error}")
         return 2
-    run_dir = run_simulation(config, _engine(args))
+    run_dir = run_simulation(config, engine)
     if not (Path(run_dir) / "privacy.json").exists():
         print(
             f"fedgs simulate: the run ended without results; see the log above (run dir {run_dir})"

@@ -22,6 +22,11 @@ class EngineOptions:
     gpus_per_client: float = 0.0
     ray_cpus: int = 0  # 0 = all cores
     object_store_mb: int = 512
+    poll_seconds: float = 0.01  # engine and grid polling (Flower's own: 0.1, see fast_engine)
+
+    def __post_init__(self) -> None:
+        if self.poll_seconds <= 0:
+            raise ValueError(f"poll seconds must be positive, got {self.poll_seconds}")
 
 
 def backend_config(options: EngineOptions) -> dict:
@@ -51,11 +56,15 @@ def run_simulation(config: RunConfig, options: EngineOptions) -> Path:
 
     from fedgs.client.app import build_client_app
     from fedgs.server.app import build_server_app
+    from fedgs.simulations import fast_engine
+
+    if options.poll_seconds < fast_engine.FLOWER_POLL_SECONDS:
+        fast_engine.install(options.poll_seconds)
 
     nodes = num_supernodes(config)
     overrides = config.with_updates(min_nodes=nodes).to_user_config()
     flower_run_simulation(
-        server_app=build_server_app(overrides),
+        server_app=build_server_app(overrides, grid_poll_seconds=options.poll_seconds),
         client_app=build_client_app(overrides),
         num_supernodes=nodes,
         backend_config=backend_config(options),
