@@ -3,8 +3,8 @@
 Three interchangeable back ends with one interface, ``Accountant.epsilon(event, delta)``:
 
 - ``autodp-rdp``: autodp's analytical moments accountant, what the GS-WGAN paper used
-  (RDP of the Gaussian; subsampling without replacement by Wang et al. 2019; classic RDP to
-  (epsilon, delta) conversion). Accepts fractional composition counts.
+  (RDP of the Gaussian and of the Laplace mechanism; subsampling without replacement by Wang et
+  al. 2019; classic RDP to (epsilon, delta) conversion). Accepts fractional composition counts.
 - ``dp-accounting-rdp``: Google's RdpAccountant (tighter RDP to DP conversion).
 - ``dp-accounting-pld``: Google's PLD accountant (tightest; no sampling without replacement).
 
@@ -110,7 +110,7 @@ class AutodpRdpAccountant:
         if any(isinstance(e, dp_event.NonPrivateDpEvent) for e in _walk(event)):
             return math.inf
         acct = rdp_acct.anaRDPacct()
-        curves: dict[float, Callable[[float], float]] = {}
+        curves: dict[tuple[str, float], Callable[[float], float]] = {}
         self._compose(acct, event, 1.0, curves)
         if acct.n == 0:
             return 0.0
@@ -124,18 +124,27 @@ class AutodpRdpAccountant:
         acct: rdp_acct.anaRDPacct,
         event: dp_event.DpEvent,
         coeff: float,
-        curves: dict[float, Callable[[float], float]],
+        curves: dict[tuple[str, float], Callable[[float], float]],
     ) -> None:
         def curve(sigma: float) -> Callable[[float], float]:
             # one function object per sigma: autodp merges and caches by identity
-            if sigma not in curves:
-                curves[sigma] = lambda alpha: rdp_bank.RDP_gaussian({"sigma": sigma}, alpha)
-            return curves[sigma]
+            if ("gaussian", sigma) not in curves:
+                curves[("gaussian", sigma)] = lambda alpha: rdp_bank.RDP_gaussian(
+                    {"sigma": sigma}, alpha
+                )
+            return curves[("gaussian", sigma)]
+
+        def laplace_curve(scale: float) -> Callable[[float], float]:
+            if ("laplace", scale) not in curves:
+                curves[("laplace", scale)] = lambda alpha: rdp_bank.RDP_laplace({"b": scale}, alpha)
+            return curves[("laplace", scale)]
 
         if isinstance(event, dp_event.NoOpDpEvent):
             return
         if isinstance(event, dp_event.GaussianDpEvent):
             acct.compose_mechanism(curve(event.noise_multiplier), coeff=coeff)
+        elif isinstance(event, dp_event.LaplaceDpEvent):
+            acct.compose_mechanism(laplace_curve(event.noise_multiplier), coeff=coeff)
         elif isinstance(event, dp_event.SelfComposedDpEvent):
             self._compose(acct, event.event, coeff * event.count, curves)
         elif isinstance(event, dp_event.ComposedDpEvent):

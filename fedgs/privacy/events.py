@@ -21,6 +21,7 @@ QueryKind = tuple[float, int]
 UNTRUSTED_SERVER = "untrusted-server"
 TRUSTED_SAMPLER = "trusted-sampler"
 TRUSTED_SERVER = "trusted-server"
+TRUSTED_AGGREGATOR = "trusted-aggregator"
 THREAT_MODELS: dict[str, str] = {
     UNTRUSTED_SERVER: (
         "the server knows which client it asked: no amplification by subsampling; a client's "
@@ -33,6 +34,11 @@ THREAT_MODELS: dict[str, str] = {
     TRUSTED_SERVER: (
         "DP-FedAvg (Fed-Avg GAN): clients send unnoised critic deltas; the server is trusted to "
         "clip them, add the noise and keep its Poisson sampling secret (q = m / K per round)"
+    ),
+    TRUSTED_AGGREGATOR: (
+        "teacher ensembles (DataLens TopAgg, PATE-GAN): clients send unnoised votes; the server is "
+        "trusted to aggregate them and add the noise before anything is used; a client's epsilon "
+        "composes exactly the steps its votes entered (no amplification by subsampling claimed)"
     ),
 }
 

@@ -1,0 +1,75 @@
+"""What one teacher (client) releases per step of the teacher-ensemble strategies, as events.
+
+Both strategies add their noise on the server (trusted aggregator, ``events.TRUSTED_AGGREGATOR``)
+and the unit of privacy is one client. Neighbouring datasets replace one client's data (the
+relation GS-WGAN uses too), which may change every vote that client casts:
+
+- **DataLens TopAgg**: a teacher's vote is a B x 784 matrix with at most k entries of +-1 per row.
+  Replacing the teacher's data changes a row by at most 2 sqrt(k) in L2 (same support, every
+  sign flipped), the matrix by at most 2 sqrt(k B). The server adds N(0, s^2) to every coordinate
+  of the vote sum, so one step is one Gaussian of multiplier s / (2 sqrt(k B)) for each voting
+  teacher. (The official DataLens code accounts sqrt(2k) per sample, a smaller sensitivity.)
+- **PATE-GAN**: per generated sample the server counts (fake, real) votes and adds Lap(b) to each
+  count. Replacing a teacher moves its vote from one count to the other: L1 distance 2, so each
+  sample's release is a Laplace mechanism of multiplier b / 2, i.e. (2/b, 0)-DP (PATE's 2 gamma
+  with gamma = 1/b); a step composes one such release per sample the teacher voted on. This is
+  the data-independent bound; PATE's data-dependent (moments) bound would be smaller when the
+  teachers agree, and fedgs does not report it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from dp_accounting import dp_event
+
+GAUSSIAN, LAPLACE = "gaussian", "laplace"
+# (mechanism, noise multiplier, releases per answered step): what a voting teacher pays per step
+TeacherKind = tuple[str, float, int]
+
+
+def datalens_step_kind(noise_std: float, top_k: int, batch_size: int) -> TeacherKind:
+    """One DataLens step for one voting teacher: Gaussian of multiplier s / (2 sqrt(k B))."""
+    if not noise_std > 0 or math.isinf(noise_std):
+        raise ValueError(f"noise std must be a positive finite number, got {noise_std!r}")
+    if top_k < 1 or batch_size < 1:
+        raise ValueError(f"top-k and batch size must be >= 1, got {top_k} and {batch_size}")
+    return (GAUSSIAN, float(noise_std) / (2.0 * math.sqrt(top_k * batch_size)), 1)
+
+
+def pate_step_kind(laplace_scale: float, queries: int) -> TeacherKind:
+    """One PATE-GAN step for one voting teacher: ``queries`` Laplace releases of multiplier b/2."""
+    if not laplace_scale > 0 or math.isinf(laplace_scale):
+        raise ValueError(f"Laplace scale must be a positive finite number, got {laplace_scale!r}")
+    if queries < 1:
+        raise ValueError(f"a step must label at least one sample, got {queries}")
+    return (LAPLACE, float(laplace_scale) / 2.0, int(queries))
+
+
+def step_event(kind: TeacherKind) -> dp_event.DpEvent:
+    """The event of one answered step of ``kind``; raises ValueError for an invalid kind."""
+    mechanism, multiplier, releases = kind
+    if not multiplier > 0 or math.isinf(multiplier):
+        raise ValueError(f"noise multiplier must be a positive finite number, got {multiplier!r}")
+    if int(releases) != releases or releases < 1:
+        raise ValueError(f"releases per step must be a positive integer, got {releases!r}")
+    if mechanism == GAUSSIAN:
+        base: dp_event.DpEvent = dp_event.GaussianDpEvent(multiplier)
+    elif mechanism == LAPLACE:
+        base = dp_event.LaplaceDpEvent(multiplier)
+    else:
+        raise ValueError(f"unknown teacher mechanism {mechanism!r}")
+    return base if releases == 1 else dp_event.SelfComposedDpEvent(base, releases)
+
+
+def teacher_client_event(steps: Mapping[TeacherKind, int]) -> dp_event.DpEvent:
+    """A client's answered steps, composed (no amplification by subsampling)."""
+    parts = [
+        dp_event.SelfComposedDpEvent(step_event(kind), count)
+        for kind, count in sorted(steps.items())
+        if count > 0
+    ]
+    if not parts:
+        return dp_event.NoOpDpEvent()
+    return parts[0] if len(parts) == 1 else dp_event.ComposedDpEvent(parts)

@@ -1,0 +1,153 @@
+"""Privacy ledger of the teacher-ensemble strategies: which client's votes entered which step.
+
+A teacher pays for a step when its votes enter the noisy aggregate (a reply the server drops
+never reaches the output). Steps are counted per client and per kind (``teacher_events``), so a
+run of any length costs a few integers, and clients with equal counts share one evaluation.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import statistics
+from collections import Counter
+from typing import Any
+
+from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
+from fedgs.privacy.events import THREAT_MODELS, TRUSTED_AGGREGATOR, UNTRUSTED_SERVER
+from fedgs.privacy.teacher_events import TeacherKind, step_event, teacher_client_event
+
+Signature = tuple[tuple[TeacherKind, int], ...]
+_FORMAT_VERSION = 1
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature_epsilon(signature: Signature, delta: float, accountant: Accountant) -> float:
+    return accountant.epsilon(teacher_client_event(dict(signature)), delta)
+
+
+class TeacherLedger:
+    """Answered steps per client and kind; epsilon per client and the run's maximum."""
+
+    def __init__(self) -> None:
+        self._steps: dict[str, Counter[TeacherKind]] = {}
+
+    def record(self, client_id: str, kind: TeacherKind) -> None:
+        step_event(kind)  # validates the kind
+        mechanism, multiplier, releases = kind
+        key = (str(mechanism), float(multiplier), int(releases))
+        self._steps.setdefault(str(client_id), Counter())[key] += 1
+
+    def step_counts(self) -> dict[str, int]:
+        """Steps each client's votes entered, per client that voted at all."""
+        return {client: sum(kinds.values()) for client, kinds in self._steps.items()}
+
+    def signature(self, client_id: str, extra: TeacherKind | None = None) -> Signature:
+        kinds = Counter(self._steps.get(str(client_id), Counter()))
+        if extra is not None:
+            kinds[extra] += 1
+        return tuple(sorted(kinds.items()))
+
+    def epsilon(
+        self,
+        client_id: str,
+        delta: float,
+        accountant: Accountant | str = DEFAULT_ACCOUNTANT,
+        extra: TeacherKind | None = None,
+    ) -> float:
+        """One client's epsilon (with one more step of kind ``extra``, if given)."""
+        signature = self.signature(client_id, extra)
+        return _signature_epsilon(signature, delta, get_accountant(accountant))
+
+    def epsilon_max(
+        self, delta: float, accountant: Accountant | str = DEFAULT_ACCOUNTANT
+    ) -> tuple[float, str | None]:
+        """The run's epsilon, the maximum over clients, and that client (smallest id on ties).
+
+        Every distinct signature is evaluated (cached): with one kind per run there are only as
+        many as there are distinct step counts.
+        """
+        if not self._steps:
+            return 0.0, None
+        acct = get_accountant(accountant)
+        by_signature: dict[Signature, str] = {}
+        for client in sorted(self._steps):
+            by_signature.setdefault(self.signature(client), client)
+        worst: tuple[float, str | None] = (-1.0, None)
+        for signature, client in by_signature.items():  # in client-id order
+            epsilon = _signature_epsilon(signature, delta, acct)
+            if epsilon > worst[0]:
+                worst = (epsilon, client)
+        return worst
+
+    def would_exceed(
+        self,
+        kind: TeacherKind,
+        budget_epsilon: float,
+        delta: float,
+        accountant: Accountant | str = DEFAULT_ACCOUNTANT,
+    ) -> bool:
+        """Whether one more step of ``kind`` could take some client past the budget (worst case:
+        a client with the most expensive history votes again)."""
+        acct = get_accountant(accountant)
+        clients = sorted(self._steps) or ["any"]
+        signatures = {self.signature(c, kind) for c in clients}
+        return max(_signature_epsilon(s, delta, acct) for s in signatures) > budget_epsilon
+
+    def summary(
+        self, delta: float, accountant: Accountant | str = DEFAULT_ACCOUNTANT
+    ) -> dict[str, Any]:
+        """The trusted-aggregator epsilon with its threat model and accountant, and the counts."""
+        acct = get_accountant(accountant)
+        epsilon, worst = self.epsilon_max(delta, acct)
+        counts = sorted(self.step_counts().values())
+        return {
+            "delta": delta,
+            "accountant": acct.name,
+            TRUSTED_AGGREGATOR.replace("-", "_"): {
+                "threat_model": TRUSTED_AGGREGATOR,
+                "assumption": THREAT_MODELS[TRUSTED_AGGREGATOR],
+                "accountant": acct.name,
+                "epsilon": epsilon,
+                "client_id": worst,
+            },
+            UNTRUSTED_SERVER.replace("-", "_"): {
+                "epsilon": math.inf,
+                "note": "clients send unnoised votes: no guarantee against the server",
+            },
+            "votes": {
+                "clients_voted": len(counts),
+                "total_steps": sum(counts),
+                "min": counts[0] if counts else 0,
+                "median": statistics.median(counts) if counts else 0,
+                "max": counts[-1] if counts else 0,
+            },
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": _FORMAT_VERSION,
+            "steps": {
+                client: [[*kind, n] for kind, n in self.signature(client)]
+                for client in sorted(self._steps)
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TeacherLedger:
+        if data.get("version") != _FORMAT_VERSION:
+            raise ValueError(f"unsupported teacher ledger version {data.get('version')!r}")
+        ledger = cls()
+        for client, rows in data["steps"].items():
+            ledger._steps[client] = Counter(
+                {(str(m), float(mult), int(rel)): int(n) for m, mult, rel, n in rows}
+            )
+        return ledger
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> TeacherLedger:
+        return cls.from_dict(json.loads(text))

@@ -1,0 +1,134 @@
+"""Teacher-ensemble accounting (DataLens, PATE-GAN) against independent computations: closed forms
+of the Gaussian and Laplace mechanisms, written out here rather than taken from a library."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from test_privacy_accountants import analytic_gaussian_epsilon
+
+from fedgs.privacy import get_accountant
+from fedgs.privacy.teacher_events import (
+    datalens_step_kind,
+    pate_step_kind,
+    step_event,
+    teacher_client_event,
+)
+from fedgs.privacy.teacher_ledger import TeacherLedger
+
+AUTODP, RDP, PLD = "autodp-rdp", "dp-accounting-rdp", "dp-accounting-pld"
+
+
+def laplace_rdp(order: float, epsilon0: float) -> float:
+    """RDP of the Laplace mechanism with pure-DP parameter epsilon0 (Mironov 2017, Prop. 6)."""
+    a = order
+    return (
+        math.log(
+            a / (2 * a - 1) * math.exp((a - 1) * epsilon0)
+            + (a - 1) / (2 * a - 1) * math.exp(-a * epsilon0)
+        )
+        / (a - 1)
+    )
+
+
+def classic_rdp_epsilon(rdp, delta: float) -> float:
+    """min over orders of rdp(a) + log(1/delta) / (a - 1): the conversion autodp uses."""
+    orders = np.concatenate([np.linspace(1.01, 10, 2000), np.linspace(10, 2000, 20000)])
+    return min(rdp(a) + math.log(1 / delta) / (a - 1) for a in orders)
+
+
+def test_datalens_multiplier_is_noise_over_replace_one_sensitivity() -> None:
+    # a B x 784 vote with at most k entries of +-1 per row moves by 2 sqrt(k B) in L2
+    mechanism, multiplier, releases = datalens_step_kind(noise_std=80.0, top_k=200, batch_size=32)
+    assert (mechanism, releases) == ("gaussian", 1)
+    assert multiplier == pytest.approx(80.0 / (2 * math.sqrt(200 * 32)))
+
+
+@pytest.mark.parametrize("steps", [1, 7, 40])
+def test_datalens_client_epsilon_matches_the_analytic_gaussian(steps: int) -> None:
+    kind = datalens_step_kind(noise_std=300.0, top_k=50, batch_size=16)
+    ledger = TeacherLedger()
+    for _ in range(steps):
+        ledger.record("writer", kind)
+    # `steps` Gaussians of multiplier s compose to one of multiplier s / sqrt(steps)
+    exact = analytic_gaussian_epsilon(math.sqrt(steps) / kind[1], 1e-5)
+    pld = ledger.epsilon("writer", 1e-5, PLD)
+    assert pld == pytest.approx(exact, rel=0.01)
+    assert pld >= exact * (1 - 1e-6)  # PLD rounds pessimistically
+    for name in (AUTODP, RDP):  # RDP bounds are valid, so never below the exact value
+        assert ledger.epsilon("writer", 1e-5, name) >= exact
+
+
+def test_one_pate_release_is_pure_two_over_b() -> None:
+    # Lap(b) on the two counts, L1 sensitivity 2: (2/b, 0)-DP; the exact curve of the Laplace
+    # mechanism is delta(eps) = 1 - exp((eps - eps0) / 2), i.e. eps(delta) = eps0 + 2 log(1 - delta)
+    b, delta = 4.0, 1e-5
+    (_, multiplier, releases) = kind = pate_step_kind(b, 1)
+    assert multiplier == b / 2 and releases == 1
+    exact = 2 / b + 2 * math.log(1 - delta)
+    pld = get_accountant(PLD).epsilon(step_event(kind), delta)
+    assert pld == pytest.approx(exact, rel=1e-3)
+    assert pld >= exact * (1 - 1e-9)
+
+
+@pytest.mark.parametrize(("b", "queries", "steps"), [(20.0, 64, 3), (50.0, 160, 10)])
+def test_pate_client_epsilon_matches_laplace_rdp_by_hand(b: float, queries: int, steps: int):
+    kind = pate_step_kind(b, queries)
+    event = teacher_client_event({kind: steps})
+    n, eps0, delta = queries * steps, 2 / b, 1e-5
+    by_hand = classic_rdp_epsilon(lambda a: n * laplace_rdp(a, eps0), delta)
+    assert get_accountant(AUTODP).epsilon(event, delta) == pytest.approx(by_hand, rel=0.01)
+    # dp-accounting converts RDP more tightly; PLD is tighter still; all beat basic composition
+    rdp = get_accountant(RDP).epsilon(event, delta)
+    pld = get_accountant(PLD).epsilon(event, delta)
+    assert pld <= rdp * 1.001 <= by_hand * 1.01
+    assert rdp < n * eps0
+
+
+def test_ledger_reports_the_most_voted_client_and_round_trips() -> None:
+    kind = pate_step_kind(10.0, 32)
+    ledger = TeacherLedger()
+    for client, steps in (("b", 3), ("a", 3), ("c", 1)):
+        for _ in range(steps):
+            ledger.record(client, kind)
+    epsilon, worst = ledger.epsilon_max(1e-5, RDP)
+    assert worst == "a"  # ties go to the smallest id
+    assert epsilon == pytest.approx(ledger.epsilon("b", 1e-5, RDP))
+    assert epsilon > ledger.epsilon("c", 1e-5, RDP) > 0
+    assert ledger.step_counts() == {"a": 3, "b": 3, "c": 1}
+    again = TeacherLedger.from_json(ledger.to_json())
+    assert again.to_dict() == ledger.to_dict()
+    assert again.epsilon_max(1e-5, RDP) == (epsilon, "a")
+    summary = ledger.summary(1e-5, RDP)
+    assert summary["trusted_aggregator"]["threat_model"] == "trusted-aggregator"
+    assert summary["trusted_aggregator"]["epsilon"] == epsilon
+    assert math.isinf(summary["untrusted_server"]["epsilon"])
+    assert summary["votes"] == {
+        "clients_voted": 3,
+        "total_steps": 7,
+        "min": 1,
+        "median": 3,
+        "max": 3,
+    }
+
+
+def test_ledger_budget_check_looks_one_step_ahead() -> None:
+    kind = datalens_step_kind(noise_std=400.0, top_k=10, batch_size=8)
+    ledger = TeacherLedger()
+    assert ledger.epsilon_max(1e-5, RDP) == (0.0, None)
+    one = TeacherLedger()
+    one.record("x", kind)
+    first = one.epsilon("x", 1e-5, RDP)
+    assert ledger.would_exceed(kind, first * 0.99, 1e-5, RDP)
+    assert not ledger.would_exceed(kind, first * 1.01, 1e-5, RDP)
+    assert one.epsilon("x", 1e-5, RDP, extra=kind) > first
+
+
+@pytest.mark.parametrize(
+    "kind", [("gaussian", 0.0, 1), ("laplace", -1.0, 1), ("cauchy", 1.0, 1), ("laplace", 1.0, 0)]
+)
+def test_bad_kinds_are_refused(kind) -> None:
+    with pytest.raises(ValueError):
+        TeacherLedger().record("x", kind)
