@@ -12,6 +12,7 @@ import csv
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 
 import torch
@@ -108,6 +109,7 @@ def utility_table(
     """One row per classifier; ``synthetic()`` is called only if some result is not cached."""
     real = real_subset(real_train, setup.samples, setup.seed)
     count = int(real[0].shape[0])
+    synthetic = cache(synthetic)  # drawn once, and only if needed
     rows = []
     for name in tqdm(classifiers, desc="utility", unit="classifier"):
         entries = {}
@@ -115,13 +117,13 @@ def utility_table(
             ("synthetic", setup.synthetic_key(name), synthetic),
             ("real", setup.real_key(name, count), lambda: real),
         ):
-            cache = run_cache if kind == "synthetic" else baseline_cache
-            entry = cache.get(key)
+            store = run_cache if kind == "synthetic" else baseline_cache
+            entry = store.get(key)
             if entry is None:
                 entry = accuracy_of(
                     name, train(), real_test, setup.num_classes, setup.epochs, setup.seed
                 )
-                cache.put(key, entry)
+                store.put(key, entry)
             entries[kind] = entry
         rows.append(
             UtilityRow(

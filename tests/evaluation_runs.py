@@ -1,0 +1,96 @@
+"""Tiny finished run directories built in-process, in each runner's file formats.
+
+Training a real run takes minutes; evaluation only needs the files, so tests write them here
+with an untrained width-4 generator: the same keys as server/run.py (``fedgs simulate``),
+server/fedavg_run.py (Fed-Avg GAN) and fedgs/training/local_loop.py (``fedgs centralized``,
+including the older payload that kept the config under ``config``).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import torch
+
+from fedgs.metrics import save_class_grid
+from fedgs.models import ConditionalResNetGenerator
+from fedgs.privacy import FedAvgLedger, PrivacyLedger
+from fedgs.training.fedavg_gan import build_models
+from fedgs.training.hparams import FedAvgGANConfig, GSWGANConfig
+from fedgs.training.run_dir import RunDirectory
+
+CONFIG = GSWGANConfig(batch_size=8, generator_width=4, critic_width=4, critic_steps=1)
+STEPS = 3
+FORMATS = ("simulate", "centralized", "centralized-v0", "fedavg-gan")
+
+
+def _payload(kind: str) -> dict:
+    if kind == "fedavg-gan":
+        config = FedAvgGANConfig(models="gswgan", generator_width=4, critic_width=4)
+        generator, _ = build_models(config, 10)
+        return {
+            "strategy": "fedavg-gan",
+            "generator": generator.state_dict(),
+            "fedavg_gan": config.to_dict(),
+            "num_classes": 10,
+        }
+    torch.manual_seed(0)
+    generator = ConditionalResNetGenerator(10, CONFIG.z_dim, CONFIG.generator_width)
+    payload = {
+        "generator": generator.state_dict(),
+        "ema": generator.state_dict(),
+        "num_classes": 10,
+    }
+    if kind == "centralized-v0":
+        return payload | {"config": CONFIG.to_dict()}
+    return payload | {"strategy": "gswgan", "gswgan": CONFIG.to_dict()}
+
+
+def _config(kind: str) -> dict:
+    data = {"dataset": "embedded", "data-dir": "", "labels": "digits", "seed": 0}
+    if kind.startswith("centralized"):
+        return {"runner": "local", "dataset": "embedded", "num_clients": 50,
+                "gswgan": CONFIG.to_dict(),
+                "options": {"seed": 0, "warm_start_steps": 2, "clients_per_step": 1}}  # fmt: skip
+    strategy = "fedavg-gan" if kind == "fedavg-gan" else "gswgan"
+    return data | {"strategy": strategy, "num-clients": 0, "num_nodes": 50,
+                   "warm-start-steps": 2, "clients-per-step": 1, "steps": STEPS}  # fmt: skip
+
+
+def make_run(root: Path, kind: str = "simulate") -> Path:
+    """A finished ``kind`` run (one of FORMATS) of STEPS steps under ``root``."""
+    out = RunDirectory(root)
+    out.write_json(out.config_json, _config(kind))
+    payload = _payload(kind)
+    torch.save(payload, out.generator_pt)
+    if kind == "fedavg-gan":
+        ledger = FedAvgLedger(0.01)
+        for _ in range(STEPS):
+            ledger.record_round(10, 50)
+        out.write_json(out.privacy_json, ledger.summary(1e-5) | {"steps": STEPS})
+        epsilon_column = "epsilon_trusted_server"
+    else:
+        ledger = PrivacyLedger()
+        for step in range(STEPS):
+            ledger.record_query(f"client-{step % 2}", CONFIG.noise_multiplier, CONFIG.batch_size)
+            ledger.record_step(1, 50, CONFIG.noise_multiplier, CONFIG.batch_size)
+        out.write_privacy_report(
+            ledger, 1e-5, "autodp-rdp", STEPS, CONFIG.noise_multiplier, CONFIG.batch_size
+        )
+        epsilon_column = "epsilon_untrusted"
+    with out.metrics_csv.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["step", "critic_loss", epsilon_column, "grad_norm_mean", "fid_domain",
+                         "inception_score", "label_agreement"])  # fmt: skip
+        for step in range(1, STEPS + 1):
+            scored = step == STEPS
+            writer.writerow([step, 1.0 / step, 0.5 * step, 0.2, 800.0 if scored else "",
+                             1.05 if scored else "", 0.1 if scored else ""])  # fmt: skip
+    generator = ConditionalResNetGenerator(10, CONFIG.z_dim, 4)  # any grid will do
+    save_class_grid(
+        lambda y: generator.eval()(torch.randn(y.shape[0], CONFIG.z_dim), y),
+        10,
+        out.samples / f"step_{STEPS:06d}.png",
+    )
+    return out.root
