@@ -15,7 +15,9 @@ from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from fedgs import protocol
+from fedgs.client.datalens_session import DataLensTeacher
 from fedgs.client.fedavg_session import FedAvgClient
+from fedgs.client.pate_session import PateTeacher, teacher_session
 from fedgs.client.session import ClientSession, RequestRefused
 from fedgs.privacy.dp_fedavg import NonFiniteDeltaError
 from fedgs.privacy.sanitizer import NonFiniteGradientError
@@ -54,6 +56,13 @@ def _serve(
     return Message(content, reply_to=message)
 
 
+def _warm_start(config: RunConfig, partition_id: int, content: RecordDict) -> RecordDict:
+    """PATE-GAN teachers warm-start their classifier; every other client its WGAN critic."""
+    if config.strategy == "pate-gan":
+        return teacher_session(config, partition_id).warm_start(content)
+    return ClientSession(config, partition_id).warm_start(content)
+
+
 def build_client_app(overrides: Mapping[str, Any] | None = None) -> ClientApp:
     """A ClientApp whose settings are overridden by ``overrides`` (Flower run-config keys)."""
     fixed = dict(overrides or {})
@@ -67,9 +76,17 @@ def build_client_app(overrides: Mapping[str, Any] | None = None) -> ClientApp:
     def fedavg_query(message: Message, context: Context) -> Message:
         return _serve(message, context, fixed, lambda c, p, r: FedAvgClient(c, p).answer(r))
 
+    @app.train("datalens")
+    def datalens_query(message: Message, context: Context) -> Message:
+        return _serve(message, context, fixed, lambda c, p, r: DataLensTeacher(c, p).answer(r))
+
+    @app.train("pategan")
+    def pate_query(message: Message, context: Context) -> Message:
+        return _serve(message, context, fixed, lambda c, p, r: PateTeacher(c, p).answer(r))
+
     @app.train("warmstart")
     def warm_start(message: Message, context: Context) -> Message:
-        return _serve(message, context, fixed, lambda c, p, r: ClientSession(c, p).warm_start(r))
+        return _serve(message, context, fixed, _warm_start)
 
     return app
 

@@ -49,6 +49,7 @@ def state_dir_for(config: RunConfig) -> Path:
 class ClientSession:
     config: RunConfig
     partition_id: int
+    critic_class: type[PrivateCritic] = PrivateCritic  # PATE-GAN teachers train theirs with BCE
 
     def __post_init__(self) -> None:
         self.dataset = dataset_for(self.config)
@@ -60,7 +61,7 @@ class ClientSession:
         self.client_id = self.dataset.client_ids[self.partition_id]
         self.store = ClientStateStore(state_dir_for(self.config))
         self.gswgan = self.config.gswgan()
-        self.critic = PrivateCritic(
+        self.critic = self.critic_class(
             *self.dataset.client_train(self.partition_id),
             self.dataset.num_classes,
             self.gswgan,
@@ -72,7 +73,7 @@ class ClientSession:
         if saved:
             self.critic.load_state_dict(saved["critic_state"])
 
-    def _save(self) -> None:
+    def save(self) -> None:
         self.store.save(
             self.client_id,
             {
@@ -97,7 +98,7 @@ class ClientSession:
             stats = self.critic.warm_start(steps)
             stats_steps, loss = stats.steps, stats.loss
             self.warm_started = True
-            self._save()
+            self.save()
         return RecordDict(
             {
                 protocol.METRICS: MetricRecord(
@@ -135,7 +136,7 @@ class ClientSession:
         noise = torch.Generator().manual_seed(secrets.randbits(63))  # unpredictable to the server
         sanitized = self.critic.answer(fakes.images[-1], fakes.labels[-1], noise)
         self.ledger.record_query(self.client_id, self.gswgan.noise_multiplier, batch_size)
-        self._save()  # the cost is on disk before anything is released
+        self.save()  # the cost is on disk before anything is released
         norms = sanitized.pre_clip_norms
         arrays_out = protocol.encode_gradient(sanitized, self.config.wire_dtype)
         return RecordDict(

@@ -15,7 +15,7 @@ from typing import Any
 
 from fedgs.training.hparams import FedAvgGANConfig, GSWGANConfig
 
-STRATEGIES = ("gswgan", "fedavg-gan")
+STRATEGIES = ("gswgan", "fedavg-gan", "datalens", "pate-gan")
 
 
 def _coerce(value: Any, default: Any, key: str) -> Any:
@@ -51,7 +51,10 @@ class RunConfig:
     )
     strategy: str = field(
         default="gswgan",
-        metadata={"help": "gswgan (untrusted server) or fedavg-gan (DP-FedAvg, trusted server)"},
+        metadata={
+            "help": "gswgan (untrusted server), fedavg-gan (DP-FedAvg, trusted server), or the "
+            "teacher ensembles datalens (TopAgg) and pate-gan (trusted aggregator)"
+        },
     )
     steps: int = field(
         default=200, metadata={"help": "private generator steps (fedavg-gan: rounds)"}
@@ -117,6 +120,31 @@ class RunConfig:
     )
     fedavg_noise_multiplier: float = field(
         default=0.01, metadata={"help": "fedavg-gan: z; noise std z*S on the sum of deltas"}
+    )
+    # teacher ensembles (datalens, pate-gan): batch-size, widths, lr-critic (teachers; the PATE
+    # student), lr-generator, beta1 and warm-start-steps are shared; datalens uses critic-steps
+    teachers_per_step: int = field(
+        default=10, metadata={"help": "datalens/pate-gan: teachers (clients) sampled per step (m)"}
+    )
+    datalens_top_k: int = field(
+        default=200, metadata={"help": "datalens: coordinates each teacher votes on per sample (k)"}
+    )
+    datalens_noise_std: float = field(
+        default=5.0, metadata={"help": "datalens: std of the Gaussian noise on every vote sum"}
+    )
+    datalens_threshold: float = field(
+        default=0.3,
+        metadata={"help": "datalens: keep a coordinate where |noisy vote sum| > threshold * m"},
+    )
+    pate_laplace_scale: float = field(
+        default=1.0,
+        metadata={"help": "pate-gan: Laplace scale b on each vote count ((2/b, 0)-DP per sample)"},
+    )
+    pate_teacher_steps: int = field(
+        default=5, metadata={"help": "pate-gan: teacher steps per generator step (n_T)"}
+    )
+    pate_student_steps: int = field(
+        default=5, metadata={"help": "pate-gan: student steps per generator step (n_S)"}
     )
     delta: float = field(
         default=1e-5, metadata={"help": "delta of every reported (epsilon, delta)"}

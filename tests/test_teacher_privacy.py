@@ -24,13 +24,10 @@ AUTODP, RDP, PLD = "autodp-rdp", "dp-accounting-rdp", "dp-accounting-pld"
 def laplace_rdp(order: float, epsilon0: float) -> float:
     """RDP of the Laplace mechanism with pure-DP parameter epsilon0 (Mironov 2017, Prop. 6)."""
     a = order
-    return (
-        math.log(
-            a / (2 * a - 1) * math.exp((a - 1) * epsilon0)
-            + (a - 1) / (2 * a - 1) * math.exp(-a * epsilon0)
-        )
-        / (a - 1)
-    )
+    return math.log(
+        a / (2 * a - 1) * math.exp((a - 1) * epsilon0)
+        + (a - 1) / (2 * a - 1) * math.exp(-a * epsilon0)
+    ) / (a - 1)
 
 
 def classic_rdp_epsilon(rdp, delta: float) -> float:

@@ -75,7 +75,24 @@ class RunDirectory:
         return report
 
 
+def _teacher_privacy_lines(privacy: dict) -> list[str]:
+    aggregator, votes = privacy["trusted_aggregator"], privacy["votes"]
+    lines = [
+        f"{privacy['steps']} {privacy['strategy']} steps; delta = {privacy['delta']:g}",
+        f"  epsilon, trusted aggregator (max over clients, {aggregator['accountant']}): "
+        f"{aggregator['epsilon']:.4g}",
+        "  epsilon, untrusted server: none (clients send unnoised votes)",
+        f"  steps voted per client: max {votes['max']}, median {votes['median']}"
+        f" over {votes['clients_voted']} clients",
+    ]
+    if privacy["strategy"] == "pate-gan":
+        lines.append("  data-dependent (PATE moments) epsilon: not reported, see privacy.json")
+    return lines
+
+
 def _privacy_lines(privacy: dict) -> list[str]:
+    if privacy.get("strategy") in ("datalens", "pate-gan"):
+        return _teacher_privacy_lines(privacy)
     if privacy.get("strategy") == "fedavg-gan":
         trusted = privacy["trusted_server"]
         return [

@@ -1,0 +1,95 @@
+"""The DataLens strategy: teachers vote top-k gradient signs, the server aggregates them noisily.
+
+Per step: one fake query (n_dis batches, the last voted on) for m uniformly sampled teachers;
+their votes are summed, noised with N(0, s^2) per coordinate, thresholded at +-beta * m, and
+the resulting {-1, 0, +1} direction is back-propagated through G like GS-WGAN's gradient
+(``GeneratorTrainer.apply``), followed by an Adam step (ALGORITHMS.md s.6; the paper's TopAgg).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, Message
+
+from fedgs import protocol, protocol_datalens
+from fedgs.privacy.teacher_events import TeacherKind, datalens_step_kind
+from fedgs.privacy.teacher_ledger import TeacherLedger
+from fedgs.privacy.topagg import aggregate_votes
+from fedgs.protocol import PIXELS
+from fedgs.run_config import RunConfig
+from fedgs.server.teacher_strategy import TeacherStrategy
+from fedgs.training.generator import GeneratorTrainer
+
+
+@dataclass(frozen=True)
+class DataLensSettings:
+    teachers_per_step: int
+    top_k: int
+    noise_std: float
+    threshold: float
+
+    @classmethod
+    def from_run_config(cls, config: RunConfig) -> DataLensSettings:
+        return cls(
+            config.teachers_per_step,
+            config.datalens_top_k,
+            config.datalens_noise_std,
+            config.datalens_threshold,
+        )
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.top_k <= PIXELS:
+            raise ValueError(f"datalens top-k must lie in [1, {PIXELS}], got {self.top_k}")
+        if self.threshold < 0:
+            raise ValueError(f"datalens threshold must be >= 0, got {self.threshold}")
+
+
+class DataLensStrategy(TeacherStrategy):
+    message_type = protocol_datalens.QUERY
+    name = "DataLens"
+
+    def __init__(
+        self,
+        trainer: GeneratorTrainer,
+        ledger: TeacherLedger,
+        sampler: np.random.Generator,
+        settings: DataLensSettings,
+        wire_dtype: str = "float32",
+    ) -> None:
+        super().__init__(ledger, sampler, settings.teachers_per_step)
+        self.trainer = trainer
+        self.settings = settings
+        self.wire_dtype = wire_dtype
+        self.last_agreed_fraction: float | None = None
+        self.step_kind()  # validates the noise before the first step
+
+    def query(self, server_round: int) -> dict[str, ArrayRecord]:
+        (query,) = self.trainer.propose(1)
+        fakes = protocol.encode_fakes(query.images, query.labels, self.wire_dtype)
+        return {protocol.FAKES: ArrayRecord({k: Array(v) for k, v in fakes.items()})}
+
+    def decode(self, reply: Message) -> torch.Tensor:
+        record = reply.content.array_records.get(protocol_datalens.VOTES)
+        if record is None:
+            raise protocol.ProtocolError(f"reply has no '{protocol_datalens.VOTES}' ArrayRecord")
+        arrays = {k: a.numpy() for k, a in record.items()}
+        return protocol_datalens.decode_votes(
+            arrays, self.trainer.config.batch_size, self.settings.top_k
+        )
+
+    def step_kind(self) -> TeacherKind:
+        s = self.settings
+        return datalens_step_kind(s.noise_std, s.top_k, self.trainer.config.batch_size)
+
+    def aggregate(self, votes: list[torch.Tensor], sampled: int) -> None:
+        s = self.settings
+        vote = aggregate_votes(votes, s.noise_std, s.threshold, sampled)
+        self.trainer.apply([vote.direction])
+        self.last_agreed_fraction = vote.agreed_fraction
+
+    def skip(self) -> None:
+        self.trainer.apply([None])
+        self.last_agreed_fraction = None

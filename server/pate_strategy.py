@@ -1,0 +1,96 @@
+"""The PATE-GAN strategy: teachers vote real/fake, noisy counts label the student's data.
+
+Per step: n_T fake batches for the teachers' training steps and n_S ballot batches, the same for
+m uniformly sampled teachers; their votes are counted per sample, Lap(b) is added to both counts
+and the larger noisy count labels the sample (``fedgs.privacy.pate``); the student trains on the
+labelled ballot and G against the student (ALGORITHMS.md s.6; PATE-GAN's Algorithm 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, Message
+
+from fedgs import protocol, protocol_pate
+from fedgs.privacy.pate import noisy_labels
+from fedgs.privacy.teacher_events import TeacherKind, pate_step_kind
+from fedgs.privacy.teacher_ledger import TeacherLedger
+from fedgs.run_config import RunConfig
+from fedgs.server.teacher_strategy import TeacherStrategy
+from fedgs.training.pate_gan import PateGANTrainer, StudentStats
+
+
+@dataclass(frozen=True)
+class PateSettings:
+    teachers_per_step: int
+    laplace_scale: float
+    teacher_steps: int
+    student_steps: int
+
+    @classmethod
+    def from_run_config(cls, config: RunConfig) -> PateSettings:
+        return cls(
+            config.teachers_per_step,
+            config.pate_laplace_scale,
+            config.pate_teacher_steps,
+            config.pate_student_steps,
+        )
+
+    def __post_init__(self) -> None:
+        if self.teacher_steps < 1 or self.student_steps < 1:
+            raise ValueError("pate-gan teacher and student steps must be >= 1")
+
+
+class PateGANStrategy(TeacherStrategy):
+    message_type = protocol_pate.QUERY
+    name = "PATE-GAN"
+
+    def __init__(
+        self,
+        trainer: PateGANTrainer,
+        ledger: TeacherLedger,
+        sampler: np.random.Generator,
+        settings: PateSettings,
+        wire_dtype: str = "float32",
+    ) -> None:
+        super().__init__(ledger, sampler, settings.teachers_per_step)
+        self.trainer = trainer
+        self.settings = settings
+        self.wire_dtype = wire_dtype
+        self.last_stats: StudentStats | None = None
+        self.step_kind()  # validates the noise before the first step
+
+    @property
+    def ballot_size(self) -> int:
+        return self.settings.student_steps * self.trainer.config.batch_size
+
+    def query(self, server_round: int) -> dict[str, ArrayRecord]:
+        s = self.settings
+        training, ballot = self.trainer.propose(s.teacher_steps, s.student_steps)
+        records = {}
+        for key, batches in ((protocol.FAKES, training), (protocol_pate.BALLOT, ballot)):
+            arrays = protocol.encode_fakes(batches.images, batches.labels, self.wire_dtype)
+            records[key] = ArrayRecord({k: Array(v) for k, v in arrays.items()})
+        return records
+
+    def decode(self, reply: Message) -> np.ndarray:
+        record = reply.content.array_records.get(protocol_pate.VOTES)
+        if record is None:
+            raise protocol.ProtocolError(f"reply has no '{protocol_pate.VOTES}' ArrayRecord")
+        arrays = {k: a.numpy() for k, a in record.items()}
+        return protocol_pate.decode_real_votes(arrays, self.ballot_size)
+
+    def step_kind(self) -> TeacherKind:
+        return pate_step_kind(self.settings.laplace_scale, self.ballot_size)
+
+    def aggregate(self, votes: list[np.ndarray], sampled: int) -> None:
+        real = np.sum(votes, axis=0)
+        labels = noisy_labels(real, len(votes), self.settings.laplace_scale)
+        self.last_stats = self.trainer.apply(torch.from_numpy(labels))
+
+    def skip(self) -> None:
+        self.trainer.apply(None)
+        self.last_stats = None

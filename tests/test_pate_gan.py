@@ -1,0 +1,161 @@
+"""PATE-GAN without the engine: the Laplace noisy vote (checked statistically against its closed
+form), the vote wire format, teacher and student training, the teacher's side."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from flwr.app import Array, ArrayRecord, RecordDict
+
+from fedgs import protocol, protocol_pate
+from fedgs.client.pate_session import PateTeacher, teacher_session
+from fedgs.client.session import RequestRefused
+from fedgs.comm import pate_protocol_bytes
+from fedgs.privacy.pate import noisy_labels
+from fedgs.protocol import ProtocolError
+from fedgs.run_config import RunConfig
+from fedgs.training.hparams import GSWGANConfig
+from fedgs.training.pate_gan import PateGANTrainer, TeacherDiscriminator
+
+
+def real_label_probability(real: int, fake: int, scale: float) -> float:
+    """P(real + Lap(b) > fake + Lap(b)): the difference of two Laplace(b) variables has density
+    (1 + |z|/b) exp(-|z|/b) / (4b), so P(D > d) = exp(-d/b) (2 + d/b) / 4 for d >= 0."""
+    d = fake - real
+    tail = math.exp(-abs(d) / scale) * (2 + abs(d) / scale) / 4
+    return tail if d >= 0 else 1 - tail
+
+
+@pytest.mark.parametrize(("real", "voters", "scale"), [(3, 10, 2.0), (5, 10, 1.0), (9, 10, 4.0)])
+def test_noisy_labels_follow_the_laplace_closed_form(real: int, voters: int, scale: float):
+    n = 200_000
+    labels = noisy_labels(np.full(n, real), voters, scale)
+    expected = real_label_probability(real, voters - real, scale)
+    assert abs(labels.mean() - expected) < 5 * math.sqrt(expected * (1 - expected) / n)
+
+
+def test_noisy_labels_follow_a_clear_majority_and_are_fresh() -> None:
+    votes = np.array([0, 10] * 500)
+    labels = noisy_labels(votes, 10, 0.1)
+    assert np.array_equal(labels, votes == 10)
+    assert not np.array_equal(
+        noisy_labels(np.full(1000, 5), 10, 1.0), noisy_labels(np.full(1000, 5), 10, 1.0)
+    )
+    with pytest.raises(ValueError):
+        noisy_labels(np.array([11]), 10, 1.0)
+    with pytest.raises(ValueError):
+        noisy_labels(np.array([1]), 10, 0.0)
+
+
+@pytest.mark.parametrize("samples", [1, 8, 37, 160])
+def test_votes_round_trip_in_one_bit_each(samples: int) -> None:
+    real = np.random.default_rng(samples).random(samples) < 0.5
+    packed = protocol_pate.encode_real_votes(real)
+    assert packed[protocol_pate.REAL].nbytes == math.ceil(samples / 8)
+    assert np.array_equal(protocol_pate.decode_real_votes(packed, samples), real)
+
+
+def test_up_bytes_are_one_bit_per_ballot_sample() -> None:
+    cost = pate_protocol_bytes(32, teacher_steps=5, student_steps=5)
+    assert cost["up"] == 20 and cost["down"] == 10 * 32 * (784 * 4 + 8)
+
+
+@pytest.mark.parametrize(
+    ("arrays", "samples"),
+    [
+        ({protocol_pate.REAL: np.zeros(4, dtype=np.uint8)}, 40),  # wrong size for the ballot
+        ({protocol_pate.REAL: np.array([0, 0, 0, 0b11], dtype=np.uint8)}, 30),  # padding bit
+        ({protocol_pate.REAL: np.zeros(4, dtype=np.int32)}, 30),
+        ({protocol_pate.REAL: np.zeros(4, dtype=np.uint8), "logits": np.zeros(30)}, 30),
+    ],
+)
+def test_server_refuses_malformed_votes(arrays: dict, samples: int) -> None:
+    with pytest.raises(ProtocolError):
+        protocol_pate.decode_real_votes(arrays, samples)
+
+
+CONFIG = GSWGANConfig(batch_size=8, generator_width=4, critic_width=4, lr_critic=1e-3)
+
+
+def test_teacher_learns_to_tell_its_data_from_fakes() -> None:
+    real = torch.rand(64, 1, 28, 28) * 2 - 1
+    labels = torch.randint(10, (64,))
+    teacher = TeacherDiscriminator(real, labels, 10, CONFIG, seed=0)
+    fake = -torch.ones(8, 1, 28, 28)
+    fake_labels = torch.randint(10, (8,))
+    stats = teacher.train_on([(fake, fake_labels)] * 30)
+    assert stats.steps == 30 and math.isfinite(stats.loss)
+    assert teacher.vote(real[:32], labels[:32]).float().mean() > 0.9
+    assert teacher.vote(fake, fake_labels).float().mean() < 0.1
+
+
+def test_student_and_generator_train_on_noisy_labels_only() -> None:
+    trainer = PateGANTrainer(10, CONFIG, seed=0)
+    training, ballot = trainer.propose(teacher_batches=2, ballot_batches=3)
+    assert len(training.images) == 2 and len(ballot.images) == 3
+    assert ballot.images[0].shape == (8, 1, 28, 28)
+    student = [p.detach().clone() for p in trainer.student.parameters()]
+    generator = [p.detach().clone() for p in trainer.generator.generator.parameters()]
+    stats = trainer.apply(torch.arange(24) % 2 == 0)
+    assert stats.real_fraction == 0.5 and math.isfinite(stats.generator_loss)
+    learned = zip(student, trainer.student.parameters(), strict=True)
+    assert any(not torch.equal(a, b) for a, b in learned)
+    moved = zip(generator, trainer.generator.generator.parameters(), strict=True)
+    assert any(not torch.equal(a, b) for a, b in moved)
+    # no teacher answered: nothing trains, the ballot is dropped
+    trainer.propose(1, 1)
+    before = [p.detach().clone() for p in trainer.student.parameters()]
+    assert trainer.apply(None) is None
+    kept = zip(before, trainer.student.parameters(), strict=True)
+    assert all(torch.equal(a, b) for a, b in kept)
+    with pytest.raises(RuntimeError, match="propose"):
+        trainer.apply(torch.ones(8, dtype=torch.bool))
+
+
+@pytest.fixture()
+def config(tmp_path) -> RunConfig:
+    return RunConfig(
+        run_dir=str(tmp_path / "run"),
+        strategy="pate-gan",
+        generator_width=4,
+        critic_width=4,
+        batch_size=8,
+        warm_start_steps=2,
+    )
+
+
+def _query(teacher_batches: int = 2, ballot_batches: int = 3) -> RecordDict:
+    training, ballot = PateGANTrainer(10, CONFIG, seed=0).propose(teacher_batches, ballot_batches)
+    records = {}
+    for key, batches in ((protocol.FAKES, training), (protocol_pate.BALLOT, ballot)):
+        arrays = protocol.encode_fakes(batches.images, batches.labels)
+        records[key] = ArrayRecord({k: Array(v) for k, v in arrays.items()})
+    return RecordDict(records)
+
+
+def test_teacher_replies_with_one_bit_per_ballot_sample(config: RunConfig) -> None:
+    reply = PateTeacher(config, 0).answer(_query())
+    assert set(reply.array_records) == {protocol_pate.VOTES}
+    arrays = {k: a.numpy() for k, a in reply.array_records[protocol_pate.VOTES].items()}
+    assert protocol_pate.decode_real_votes(arrays, 24).shape == (24,)
+    assert set(reply.config_records) == {protocol.CLIENT}
+    assert set(reply.metric_records[protocol.METRICS]) == {"critic-loss", "logit-gap"}
+    with pytest.raises(ProtocolError, match="ballot"):
+        PateTeacher(config, 0).answer(RecordDict({protocol.FAKES: _query()[protocol.FAKES]}))
+
+
+def test_teacher_warm_starts_its_classifier_once(config: RunConfig) -> None:
+    session = teacher_session(config, 1)
+    assert isinstance(session.critic, TeacherDiscriminator)
+    first = session.warm_start(RecordDict())
+    assert first.metric_records[protocol.METRICS]["warm-start-steps"] == 2
+    again = teacher_session(config, 1).warm_start(RecordDict())
+    assert again.metric_records[protocol.METRICS]["warm-start-steps"] == 0
+
+
+def test_teacher_with_an_untrusted_server_budget_refuses(config: RunConfig) -> None:
+    with pytest.raises(RequestRefused, match="trusted aggregator"):
+        PateTeacher(config.with_updates(client_budget_epsilon=10.0), 0)
