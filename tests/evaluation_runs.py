@@ -22,7 +22,7 @@ from fedgs.training.run_dir import RunDirectory
 
 CONFIG = GSWGANConfig(batch_size=8, generator_width=4, critic_width=4, critic_steps=1)
 STEPS = 3
-FORMATS = ("simulate", "centralized", "centralized-v0", "fedavg-gan")
+FORMATS = ("simulate", "centralized", "centralized-v0", "fedavg-gan", "pate-gan")
 
 
 def _payload(kind: str) -> dict:
@@ -44,7 +44,8 @@ def _payload(kind: str) -> dict:
     }
     if kind == "centralized-v0":
         return payload | {"config": CONFIG.to_dict()}
-    return payload | {"strategy": "gswgan", "gswgan": CONFIG.to_dict()}
+    strategy = "pate-gan" if kind == "pate-gan" else "gswgan"
+    return payload | {"strategy": strategy, "gswgan": CONFIG.to_dict()}
 
 
 def _config(kind: str) -> dict:
@@ -53,7 +54,7 @@ def _config(kind: str) -> dict:
         return {"runner": "local", "dataset": "embedded", "num_clients": 50,
                 "gswgan": CONFIG.to_dict(),
                 "options": {"seed": 0, "warm_start_steps": 2, "clients_per_step": 1}}  # fmt: skip
-    strategy = "fedavg-gan" if kind == "fedavg-gan" else "gswgan"
+    strategy = kind if kind in ("fedavg-gan", "pate-gan") else "gswgan"
     return data | {"strategy": strategy, "num-clients": 0, "num_nodes": 50,
                    "warm-start-steps": 2, "clients-per-step": 1, "steps": STEPS}  # fmt: skip
 
@@ -70,6 +71,13 @@ def make_run(root: Path, kind: str = "simulate") -> Path:
             ledger.record_round(10, 50)
         out.write_json(out.privacy_json, ledger.summary(1e-5) | {"steps": STEPS})
         epsilon_column = "epsilon_trusted_server"
+    elif kind == "pate-gan":  # the teacher ledger's summary layout
+        block = {"threat_model": "trusted-aggregator", "assumption": "-", "epsilon": 3.0}
+        untrusted = {"epsilon": float("inf"), "note": "clients send unnoised votes"}
+        privacy = {"delta": 1e-5, "accountant": "autodp-rdp", "steps": STEPS}
+        privacy |= {"trusted_aggregator": block, "untrusted_server": untrusted}
+        out.write_json(out.privacy_json, privacy)
+        epsilon_column = "epsilon_trusted_aggregator"
     else:
         ledger = PrivacyLedger()
         for step in range(STEPS):

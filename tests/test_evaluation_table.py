@@ -39,7 +39,7 @@ def _blobs(count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 def test_loader_rebuilds_every_runner_format(tmp_path: Path, kind: str) -> None:
     run = make_run(tmp_path / kind, kind)
     loaded = load_generator(run)
-    assert loaded.strategy == ("fedavg-gan" if kind == "fedavg-gan" else "gswgan")
+    assert loaded.strategy == (kind if kind in ("fedavg-gan", "pate-gan") else "gswgan")
     assert loaded.num_classes == 10 and len(loaded.sha256) == 64
     images, labels = synthesize(loaded, 25, seed=1)
     assert images.shape == (25, 1, 28, 28) and images.abs().max() <= 1.0
@@ -72,6 +72,8 @@ def test_epsilons_carry_their_threat_models(tmp_path: Path) -> None:
     figures = {f.threat_model: f.epsilon for f in all_figures(fedavg)}
     assert figures["untrusted-server"] == float("inf")
     assert headline_epsilon(fedavg) == figures["trusted-server"] > 0
+    teachers = RunFiles.open(make_run(tmp_path / "p", "pate-gan"))
+    assert headline_epsilon(teachers) == 3.0
 
 
 def test_table_shape_columns_and_cache(tmp_path: Path) -> None:

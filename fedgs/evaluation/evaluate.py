@@ -30,7 +30,6 @@ from fedgs.evaluation.synthetic import synthesize
 from fedgs.evaluation.utility import UtilityRow, UtilitySetup, to_markdown, utility_table, write_csv
 from fedgs.metrics.classifier import default_cache_dir, load_or_train_classifier
 from fedgs.metrics.scores import score_generator
-from fedgs.training.hparams import GSWGANConfig
 
 
 @dataclass(frozen=True)
@@ -162,8 +161,8 @@ class _Evaluation:
 
     def gradient_norms(self) -> GradNorms | None:
         o = self.options
-        if not isinstance(self.generator.config, GSWGANConfig) or o.grad_norm_samples < 1:
-            return None
+        if self.generator.strategy != "gswgan" or o.grad_norm_samples < 1:
+            return None  # per-sample clipping of the upstream gradient is GS-WGAN's alone
         warm = o.grad_norm_warm_start
         if warm is None:
             warm = int(self.run.setting("warm-start-steps", 0))

@@ -2,8 +2,9 @@
 
 Payloads: ``fedgs simulate`` GS-WGAN (``strategy`` "gswgan", ``gswgan`` config, ``generator`` and
 ``ema`` state dicts), ``fedgs centralized`` (no ``strategy``; the config under ``config``) and
-Fed-Avg GAN (``strategy`` "fedavg-gan", ``fedavg_gan`` config, ``generator`` only). GS-WGAN
-samples come from the EMA generator, as during training; Fed-Avg GAN has no EMA.
+Fed-Avg GAN (``strategy`` "fedavg-gan", ``fedavg_gan`` config, ``generator`` only). The teacher
+strategies ("datalens", "pate-gan") save GS-WGAN's layout. Samples come from the EMA generator
+where there is one, as during training; Fed-Avg GAN has none.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ CURVES = (
     ("epsilon_untrusted", "epsilon, untrusted server"),
     ("epsilon_trusted_sampler", "epsilon, trusted sampler"),
     ("epsilon_trusted_server", "epsilon, trusted server (Fed-Avg GAN)"),
+    ("epsilon_trusted_aggregator", "epsilon, trusted aggregator (teachers)"),
     ("grad_norm_mean", "mean pre-clip gradient norm (logged)"),
     ("clipped_fraction", "fraction of rows clipped (logged)"),
 )

@@ -7,7 +7,6 @@ with the paper's table; it is labelled as such and never replaces the run's guar
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 from fedgs.evaluation.run_files import RunFiles
@@ -26,39 +25,44 @@ class EpsilonFigure:
         return asdict(self)
 
 
-def _block(privacy: dict, key: str, label: str, delta: float) -> EpsilonFigure | None:
-    block = privacy.get(key)
-    if not block or "threat_model" not in block:
-        return None
-    epsilon = block.get("epsilon")
-    return EpsilonFigure(
-        label=label,
-        threat_model=block["threat_model"],
-        accountant=block.get("accountant", privacy.get("accountant", "")),
-        epsilon=None if epsilon is None else float(epsilon),
-        delta=delta,
-        note=block.get("assumption", "") or block.get("error", ""),
-    )
+_LABELS = {
+    "untrusted-server": "run guarantee (max over clients)",
+    "trusted-sampler": "trusted sampler (amplification by secret sampling)",
+    "trusted-server": "run guarantee (DP-FedAvg, server sees unnoised deltas)",
+    "trusted-aggregator": "run guarantee (teachers' votes noised by the server)",
+}
 
 
 def run_figures(run: RunFiles) -> list[EpsilonFigure]:
-    """The epsilons the run reported (privacy.json), strongest threat model first."""
+    """The epsilons the run reported: every privacy.json block with an epsilon.
+
+    A block without a threat model is a guarantee the strategy does not give (Fed-Avg GAN, and
+    the teacher strategies, against an untrusted server: epsilon infinite, with a note).
+    """
     privacy = run.privacy
     delta = float(privacy["delta"])
-    blocks = (
-        ("untrusted_server", "run guarantee (max over clients)"),
-        ("trusted_sampler", "trusted sampler (amplification by secret sampling)"),
-        ("trusted_server", "run guarantee (DP-FedAvg, server sees unnoised deltas)"),
-    )
-    figures = [f for key, label in blocks if (f := _block(privacy, key, label, delta))]
-    untrusted = privacy.get("untrusted_server", {})
-    if privacy.get("strategy") == "fedavg-gan" and math.isinf(untrusted.get("epsilon", 0.0)):
+    figures = []
+    for key, block in privacy.items():
+        if not isinstance(block, dict) or "epsilon" not in block:
+            continue
+        model = block.get("threat_model", key.replace("_", "-"))
+        epsilon = block["epsilon"]
         figures.append(
             EpsilonFigure(
-                "untrusted server", "untrusted-server", "-", math.inf, delta, untrusted["note"]
+                label=_LABELS.get(model, "no guarantee") if "threat_model" in block else
+                "no guarantee",
+                threat_model=model,
+                accountant=block.get("accountant", "-"),
+                epsilon=None if epsilon is None else float(epsilon),
+                delta=delta,
+                note=block.get("assumption") or block.get("note") or block.get("error", ""),
             )
-        )
-    return figures
+        )  # fmt: skip
+    order = list(_LABELS)
+    return sorted(
+        figures,
+        key=lambda f: order.index(f.threat_model) if f.threat_model in order else len(order),
+    )
 
 
 def paper_figure(run: RunFiles) -> EpsilonFigure | None:
@@ -100,8 +104,9 @@ def all_figures(run: RunFiles) -> list[EpsilonFigure]:
 
 
 def headline_epsilon(run: RunFiles) -> float | None:
-    """The run's own guarantee: untrusted server (GS-WGAN) or trusted server (Fed-Avg GAN)."""
-    privacy = run.privacy
-    key = "trusted_server" if privacy.get("strategy") == "fedavg-gan" else "untrusted_server"
-    value = privacy.get(key, {}).get("epsilon")
-    return None if value is None else float(value)
+    """The run's own guarantee: the strongest threat model it gives a finite epsilon under
+    (GS-WGAN: untrusted server; Fed-Avg GAN: trusted server; teachers: trusted aggregator)."""
+    for figure in run_figures(run):
+        if figure.label != "no guarantee" and figure.threat_model != "trusted-sampler":
+            return figure.epsilon
+    return None
