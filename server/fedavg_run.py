@@ -19,6 +19,7 @@ from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import CHECKPOINT_NAME
 from fedgs.server.fedavg_strategy import FedAvgGANStrategy
 from fedgs.server.run import METRIC_COLUMNS, FederatedRun
+from fedgs.server.strategy import StepOutcome
 from fedgs.training.fedavg_gan import FedAvgGANTrainer
 from fedgs.training.run_dir import write_atomic
 
@@ -55,7 +56,7 @@ class FedAvgGANRun(FederatedRun):
         probe.record_round(self.fedavg.clients_per_round, max(self.strategy.population, 1))
         return probe.epsilon(c.delta, c.accountant) > target
 
-    def step_metrics(self, outcome) -> dict:
+    def step_metrics(self, outcome: StepOutcome) -> dict:
         return {"delta_norm_mean": outcome.mean("delta-norm")}
 
     def privacy_row(self) -> dict:

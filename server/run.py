@@ -30,7 +30,7 @@ from fedgs.privacy import PrivacyLedger
 from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import ServerState, load_checkpoint, save_checkpoint, save_ledger
 from fedgs.server.fedavg_strategy import FedAvgGANStrategy
-from fedgs.server.strategy import GSWGANStrategy
+from fedgs.server.strategy import GSWGANStrategy, StepOutcome
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.run_dir import RunDirectory
 
@@ -205,7 +205,7 @@ class FederatedRun(ABC):
         self.out.append_metrics(row)
         return row
 
-    def step_metrics(self, outcome) -> dict:
+    def step_metrics(self, outcome: StepOutcome) -> dict:
         """Strategy-specific columns of a step's row."""
         return {}
 
@@ -221,6 +221,8 @@ class FederatedRun(ABC):
         self.prepare_clients(grid)
         if self.evaluator is not None:
             self.initial_scores = self.evaluator.score(self.sample)
+            if not resumed:  # the untrained generator: what training has to beat
+                self.out.write_json(self.out.initial_scores_json, self.initial_scores.to_dict())
         started, first_step = time.perf_counter(), self.step + 1
         with tqdm(total=c.steps, initial=self.step, desc=self.name, unit="step") as bar:
             for step in range(first_step, c.steps + 1):
@@ -290,7 +292,7 @@ class GSWGANRun(FederatedRun):
             client, c.noise_multiplier, c.batch_size, target, c.delta, c.accountant
         )
 
-    def step_metrics(self, outcome) -> dict:
+    def step_metrics(self, outcome: StepOutcome) -> dict:
         return {"grad_norm_mean": outcome.mean("grad-norm-mean")}
 
     def privacy_row(self) -> dict:
