@@ -51,12 +51,22 @@ def _payload(kind: str) -> dict:
 def _config(kind: str) -> dict:
     data = {"dataset": "embedded", "data-dir": "", "labels": "digits", "seed": 0}
     if kind.startswith("centralized"):
-        return {"runner": "local", "dataset": "embedded", "num_clients": 50,
-                "gswgan": CONFIG.to_dict(),
-                "options": {"seed": 0, "warm_start_steps": 2, "clients_per_step": 1}}  # fmt: skip
+        return {
+            "runner": "local",
+            "dataset": "embedded",
+            "num_clients": 50,
+            "gswgan": CONFIG.to_dict(),
+            "options": {"seed": 0, "warm_start_steps": 2, "clients_per_step": 1},
+        }
     strategy = kind if kind in ("fedavg-gan", "pate-gan") else "gswgan"
-    return data | {"strategy": strategy, "num-clients": 0, "num_nodes": 50,
-                   "warm-start-steps": 2, "clients-per-step": 1, "steps": STEPS}  # fmt: skip
+    return data | {
+        "strategy": strategy,
+        "num-clients": 0,
+        "num_nodes": 50,
+        "warm-start-steps": 2,
+        "clients-per-step": 1,
+        "steps": STEPS,
+    }
 
 
 def make_run(root: Path, kind: str = "simulate") -> Path:
@@ -89,12 +99,30 @@ def make_run(root: Path, kind: str = "simulate") -> Path:
         epsilon_column = "epsilon_untrusted"
     with out.metrics_csv.open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["step", "critic_loss", epsilon_column, "grad_norm_mean", "fid_domain",
-                         "inception_score", "label_agreement"])  # fmt: skip
+        writer.writerow(
+            [
+                "step",
+                "critic_loss",
+                epsilon_column,
+                "grad_norm_mean",
+                "fid_domain",
+                "inception_score",
+                "label_agreement",
+            ]
+        )
         for step in range(1, STEPS + 1):
             scored = step == STEPS
-            writer.writerow([step, 1.0 / step, 0.5 * step, 0.2, 800.0 if scored else "",
-                             1.05 if scored else "", 0.1 if scored else ""])  # fmt: skip
+            writer.writerow(
+                [
+                    step,
+                    1.0 / step,
+                    0.5 * step,
+                    0.2,
+                    800.0 if scored else "",
+                    1.05 if scored else "",
+                    0.1 if scored else "",
+                ]
+            )
     generator = ConditionalResNetGenerator(10, CONFIG.z_dim, 4)  # any grid will do
     save_class_grid(
         lambda y: generator.eval()(torch.randn(y.shape[0], CONFIG.z_dim), y),

@@ -34,12 +34,25 @@ def _rendered_images(page: Path, tmp_path: Path) -> tuple[int, int]:
     probed.write_text(page.read_text(encoding="utf-8").replace("</body>", _PROBE), "utf-8")
     profile = tmp_path / f"chromium-profile-{page.stem}"
     done = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={profile}", "--virtual-time-budget=10000",
-         "--dump-dom", probed.as_uri()],
-        capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            probed.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     found = re.search(r'data-probe="(\d+):(\d+)"', done.stdout)
     assert found, f"Chromium gave no probe result (rc {done.returncode}): {done.stderr[-2000:]}"
     return int(found[1]), int(found[2])
@@ -70,16 +83,34 @@ def test_report_is_self_contained(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_evaluate_then_report_renders_in_chromium(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run", "simulate")
-    args = ["evaluate", str(run), "--samples", "200", "--classifiers", "mlp", "gaussian-nb",
-            "--epochs", "1", "--score-samples", "200", "--grad-norm-samples", "32"]  # fmt: skip
+    args = [
+        "evaluate",
+        str(run),
+        "--samples",
+        "200",
+        "--classifiers",
+        "mlp",
+        "gaussian-nb",
+        "--epochs",
+        "1",
+        "--score-samples",
+        "200",
+        "--grad-norm-samples",
+        "32",
+    ]
     assert main(args) == 0
     evaluation = run / "evaluation"
     summary = json.loads((evaluation / "summary.json").read_text())
     assert [r["classifier"] for r in summary["utility"]] == ["mlp", "gaussian-nb"]
     assert summary["scores"]["num_samples"] == 200
-    for name in ("utility.csv", "utility.md", "plots/training_curves.png",
-                 "plots/training_curves.csv", "plots/gradient_norms.png",
-                 "plots/gradient_norms.csv"):  # fmt: skip
+    for name in (
+        "utility.csv",
+        "utility.md",
+        "plots/training_curves.png",
+        "plots/training_curves.csv",
+        "plots/gradient_norms.png",
+        "plots/gradient_norms.csv",
+    ):
         assert (evaluation / name).stat().st_size > 0, name
     assert main(args) == 0  # again, from the cache
     assert json.loads((evaluation / "summary.json").read_text())["utility"] == summary["utility"]

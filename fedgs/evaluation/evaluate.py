@@ -145,9 +145,13 @@ class _Evaluation:
     def utility(self) -> list[UtilityRow]:
         o = self.options
         setup = UtilitySetup(
-            self.dataset.num_classes, o.samples, o.epochs, o.seed, self.generator.sha256,
-            self.dataset.fingerprint,
-        )  # fmt: skip
+            num_classes=self.dataset.num_classes,
+            samples=o.samples,
+            epochs=o.epochs,
+            seed=o.seed,
+            generator_sha256=self.generator.sha256,
+            dataset_fingerprint=self.dataset.fingerprint,
+        )
         baselines = ResultCache(default_cache_dir() / "evaluation-baselines")
         return utility_table(
             list(o.classifiers),

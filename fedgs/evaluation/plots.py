@@ -90,8 +90,8 @@ def privacy_utility(points: Sequence[dict], stem: Path) -> Path | None:
     usable = [p for p in points if _finite(p.get("epsilon"))]
     if not usable:
         return None
-    keys = [k for k in ("fid_domain", "fid_inception", "mlp", "cnn") if any(
-        _finite(p.get(k)) for p in usable)]  # fmt: skip
+    candidates = ("fid_domain", "fid_inception", "mlp", "cnn")
+    keys = [k for k in candidates if any(_finite(p.get(k)) for p in usable)]
     _write_csv(
         stem.with_suffix(".csv"),
         ["run", "epsilon", *keys],

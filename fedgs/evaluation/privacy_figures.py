@@ -45,19 +45,19 @@ def run_figures(run: RunFiles) -> list[EpsilonFigure]:
     for key, block in privacy.items():
         if not isinstance(block, dict) or "epsilon" not in block:
             continue
-        model = block.get("threat_model", key.replace("_", "-"))
+        given = "threat_model" in block
+        model = block["threat_model"] if given else key.replace("_", "-")
         epsilon = block["epsilon"]
         figures.append(
             EpsilonFigure(
-                label=_LABELS.get(model, "no guarantee") if "threat_model" in block else
-                "no guarantee",
+                label=_LABELS.get(model, model) if given else "no guarantee",
                 threat_model=model,
                 accountant=block.get("accountant", "-"),
                 epsilon=None if epsilon is None else float(epsilon),
                 delta=delta,
                 note=block.get("assumption") or block.get("note") or block.get("error", ""),
             )
-        )  # fmt: skip
+        )
     order = list(_LABELS)
     return sorted(
         figures,
