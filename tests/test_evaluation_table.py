@@ -11,7 +11,7 @@ from evaluation_runs import FORMATS, make_run
 
 from fedgs.evaluation.cache import ResultCache
 from fedgs.evaluation.generator_loader import load_generator
-from fedgs.evaluation.privacy_figures import all_figures, headline_epsilon
+from fedgs.evaluation.privacy_figures import all_figures, headline
 from fedgs.evaluation.run_files import RunError, RunFiles
 from fedgs.evaluation.synthetic import synthesize
 from fedgs.evaluation.utility import (
@@ -67,13 +67,14 @@ def test_epsilons_carry_their_threat_models(tmp_path: Path) -> None:
     gswgan = RunFiles.open(make_run(tmp_path / "g", "simulate"))
     models = {f.threat_model: f for f in all_figures(gswgan)}
     assert set(models) == {"untrusted-server", "trusted-sampler", "paper"}
-    assert headline_epsilon(gswgan) == models["untrusted-server"].epsilon > 0
+    assert headline(gswgan).epsilon == models["untrusted-server"].epsilon > 0
     fedavg = RunFiles.open(make_run(tmp_path / "f", "fedavg-gan"))
     figures = {f.threat_model: f.epsilon for f in all_figures(fedavg)}
     assert figures["untrusted-server"] == float("inf")
-    assert headline_epsilon(fedavg) == figures["trusted-server"] > 0
+    assert headline(fedavg).epsilon == figures["trusted-server"] > 0
     teachers = RunFiles.open(make_run(tmp_path / "p", "pate-gan"))
-    assert headline_epsilon(teachers) == 3.0
+    assert headline(teachers).threat_model == "trusted-aggregator"
+    assert headline(teachers).epsilon == 3.0
 
 
 def test_table_shape_columns_and_cache(tmp_path: Path) -> None:

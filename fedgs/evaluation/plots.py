@@ -117,7 +117,7 @@ def _scatter(ax: plt.Axes, points: Sequence[dict], key: str, label: str) -> None
     if not chosen:
         return
     xs, ys, names = zip(*chosen, strict=True)
-    ax.plot(xs, ys, marker="o", label=label)
+    ax.plot(xs, ys, marker="o", linestyle="none", label=label)  # runs are not a series
     for x, y, name in chosen:
         ax.annotate(name, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     if max(xs) / max(min(xs), 1e-12) > 100:

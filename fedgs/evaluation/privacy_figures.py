@@ -103,10 +103,10 @@ def all_figures(run: RunFiles) -> list[EpsilonFigure]:
     return [*run_figures(run), *([paper] if paper else [])]
 
 
-def headline_epsilon(run: RunFiles) -> float | None:
+def headline(run: RunFiles) -> EpsilonFigure | None:
     """The run's own guarantee: the strongest threat model it gives a finite epsilon under
     (GS-WGAN: untrusted server; Fed-Avg GAN: trusted server; teachers: trusted aggregator)."""
     for figure in run_figures(run):
         if figure.label != "no guarantee" and figure.threat_model != "trusted-sampler":
-            return figure.epsilon
+            return figure
     return None

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fedgs.evaluation import plots
-from fedgs.evaluation.privacy_figures import EpsilonFigure, all_figures, headline_epsilon
+from fedgs.evaluation.privacy_figures import EpsilonFigure, all_figures, headline
 from fedgs.evaluation.run_files import RunFiles
 
 MAX_GRIDS = 4
@@ -182,7 +182,8 @@ def _comparison(
         evaluation = _evaluation(run)
         scores = _scores(run, evaluation)
         paper = next((f.epsilon for f in run_figures if f.threat_model == "paper"), None)
-        epsilon = headline_epsilon(run)
+        guarantee = headline(run)
+        epsilon = guarantee.epsilon if guarantee else None
         mlp, cnn = _accuracy(evaluation, "mlp"), _accuracy(evaluation, "cnn")
         rows.append(
             (
@@ -190,6 +191,7 @@ def _comparison(
                 run.strategy,
                 run.privacy.get("steps", run.privacy.get("rounds")),
                 epsilon,
+                guarantee.threat_model if guarantee else "none",
                 paper,
                 scores.get("fid_domain"),
                 scores.get("inception_score"),
@@ -212,15 +214,18 @@ def _comparison(
             utilities.setdefault(row["classifier"], {})[label] = row["synthetic_accuracy"]
     parts = [
         "<h2>Comparison</h2>",
-        '<p class="note">epsilon: each run\'s own guarantee (GS-WGAN: untrusted server, max over '
-        "clients; Fed-Avg GAN: trusted server). Paper-compatible: the GS-WGAN paper's figure for "
-        "the setting, for comparison with its tables only.</p>",
+        '<p class="note">epsilon: each run\'s own guarantee under the strongest threat model it '
+        "holds for (GS-WGAN: untrusted server, max over clients; Fed-Avg GAN: trusted server; "
+        "teacher strategies: trusted aggregator); the privacy-utility figure uses it, so runs "
+        "under different threat models are not directly comparable. Paper-compatible: the "
+        "GS-WGAN paper's figure for the setting, for comparison with its tables only.</p>",
         _table(
             (
                 "run",
                 "strategy",
                 "steps",
                 "epsilon",
+                "its threat model",
                 "paper-compatible epsilon",
                 "domain FID",
                 "IS",
