@@ -20,6 +20,7 @@ _SUBCOMMAND_MODULES: tuple[str, ...] = (
     "fedgs.training.cli",
     "fedgs.simulations.cli",
     "fedgs.deploy.cli",
+    "fedgs.debugging.cli",
     "fedgs.evaluation.cli",
 )
 

@@ -1,0 +1,163 @@
+"""Step 5's outputs a person looks at: the side-by-side sample figure and the markdown report."""
+
+from __future__ import annotations
+
+import math
+import string
+from pathlib import Path
+from typing import Any
+
+import torch
+
+CLASS_NAMES = string.digits + string.ascii_uppercase + string.ascii_lowercase  # LEAF label order
+
+
+def save_side_by_side(
+    panels: list[tuple[str, torch.Tensor]], num_classes: int, per_class: int, path: Path
+) -> Path:
+    """One PNG with a grid per panel (row c = class c, ``per_class`` samples each), titled.
+
+    Each panel's images are in [-1, 1], ordered class by class. Side by side because the bug
+    must show at a glance: one generator draws bright backgrounds, the other dark ones.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from torchvision.utils import make_grid
+
+    cell, pad = 28, 2
+    height_px = num_classes * (cell + pad) + pad
+    width_px = per_class * (cell + pad) + pad
+    dpi = 100
+    figure, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=(len(panels) * (width_px + 60) / dpi, (height_px + 80) / dpi),
+        dpi=dpi,
+        squeeze=False,
+    )
+    centres = [pad + c * (cell + pad) + cell / 2 for c in range(num_classes)]
+    for axis, (title, images) in zip(axes[0], panels, strict=True):
+        if images.shape[0] != num_classes * per_class:
+            raise ValueError(f"{title}: expected {num_classes * per_class} images")
+        grid = make_grid((images + 1) / 2, nrow=per_class, padding=pad, pad_value=0.5)
+        axis.imshow(grid.permute(1, 2, 0).clamp(0, 1).numpy(), interpolation="nearest")
+        axis.set_title(title, fontsize=9)
+        axis.set_xticks([])
+        axis.set_yticks(centres, list(CLASS_NAMES[:num_classes]), fontsize=6)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    plt.close(figure)
+    return path
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def ratio_text(suspected: float, normal: float) -> str:
+    """suspected / normal share, with a normal share of 0 spelled out instead of a division."""
+    if normal == 0:
+        return "inf (normal group: no inverted samples)" if suspected > 0 else "undefined (0 / 0)"
+    return f"{suspected / normal:.2f}x"
+
+
+def privacy_digest(privacy: dict[str, Any]) -> dict[str, Any]:
+    """A run's privacy.json (any strategy) cut to steps, delta and one epsilon per threat model
+    (every block that carries an epsilon) with its accountant; an infinite or missing epsilon
+    becomes None with the run's note."""
+    epsilons = {}
+    for name, block in privacy.items():
+        if not isinstance(block, dict) or "epsilon" not in block:
+            continue
+        epsilon = block["epsilon"]
+        finite = epsilon is not None and math.isfinite(epsilon)
+        epsilons[name] = {
+            "epsilon": float(epsilon) if finite else None,
+            "accountant": block.get("accountant"),
+            "note": None if finite else block.get("note") or block.get("error"),
+        }
+    return {"steps": privacy.get("steps"), "delta": privacy["delta"], "epsilons": epsilons}
+
+
+def _epsilon_line(group: str, digest: dict[str, Any]) -> str:
+    parts = [
+        f"{name.replace('_', ' ')}: "
+        + (
+            f"{block['epsilon']:.4g} ({block['accountant']})"
+            if block["epsilon"] is not None
+            else f"none ({block['note']})"
+        )
+        for name, block in digest["epsilons"].items()
+    ]
+    return f"| {group} | {digest['steps']} | {'; '.join(parts)} | {digest['delta']:g} |"
+
+
+def markdown_report(summary: dict[str, Any]) -> str:
+    """REPORT.md of a scenario from its summary (the same numbers as summary.json)."""
+    s = summary
+    data, split, detection = s["data"], s["split"], s["detection"]
+    lines = [
+        "# Flipped-pixel debugging scenario",
+        "",
+        f"Data: `{data['dataset']}` ({data['labels']}, {data['num_classes']} classes), "
+        f"{data['writers']} writers: {data['holdout_writers']} held out for the classifier, "
+        f"{data['population_writers']} in the federated population. Bug: pixels inverted on "
+        f"all images of {data['buggy_writers']} population writers (fraction "
+        f"{data['bug_fraction']:g}, seed {s['seed']}; ground truth in `writers.csv`).",
+        "",
+        "## 1. Classifier and writer scores",
+        "",
+        f"A {data['num_classes']}-class CNN trained on {s['classifier']['images']} clean images "
+        f"of the held-out writers scores each population writer by its accuracy on that "
+        f"writer's (possibly inverted) training images. Median accuracy: writers with the bug "
+        f"{_pct(s['classifier']['median_accuracy_with_bug'])}, without "
+        f"{_pct(s['classifier']['median_accuracy_without_bug'])}.",
+        "",
+        f"Thresholds ({split['thresholds']['source']}): suspected if accuracy <= "
+        f"{_pct(split['thresholds']['suspect_max'])}, normal if >= "
+        f"{_pct(split['thresholds']['normal_min'])}.",
+        "",
+        split["confusion_markdown"],
+        "",
+        "## 2. One private generator per group",
+        "",
+        f"Strategy `{s['gan']['strategy']}`, {s['gan']['steps']} steps each, same settings "
+        f"(noise multiplier {s['gan']['noise_multiplier']:g}, batch {s['gan']['batch_size']}). "
+        "Privacy per generator (threat model: accountant):",
+        "",
+        "| group | steps | epsilon by threat model | delta |",
+        "| --- | ---: | --- | ---: |",
+        *(_epsilon_line(g, p) for g, p in s["privacy"].items()),
+        "",
+        "## 3. Detection: share of samples that look inverted",
+        "",
+        f"Statistic: an image looks inverted when the mean intensity of its {detection['border']}"
+        "-pixel frame is above 0 (background is -1, ink +1). "
+        f"{detection['samples']} samples per generator, classes balanced.",
+        "",
+        "| images | inverted share |",
+        "| --- | ---: |",
+        *(
+            f"| generated, {g} group | {_pct(detection['generated'][g])} |"
+            for g in detection["generated"]
+        ),
+        *(
+            f"| real training images of the {g} group (ground truth, not visible to the "
+            f"modeller) | {_pct(detection['real_group'][g])} |"
+            for g in detection["real_group"]
+        ),
+        f"| sanity: clean held-out real images | {_pct(detection['sanity']['clean'])} |",
+        f"| sanity: the same images inverted | {_pct(detection['sanity']['inverted'])} |",
+        "",
+        f"Suspected / normal: **{detection['ratio']}** (bar: >= {detection['bar']:g}x: "
+        f"{'met' if detection['bar_met'] else 'NOT met'}).",
+        "",
+        f"![samples]({Path(s['grid']).name})",
+        "",
+        f"`{Path(s['grid']).name}`: left the suspected group's generator, right the normal "
+        "group's; one row per class.",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,337 @@
+"""The flipped-pixel debugging scenario end to end (ALGORITHMS.md section 4, issue 5).
+
+A modeller suspects a pre-processing bug on some devices and cannot look at their data. Here the
+bug is injected on purpose, so the whole procedure can be checked against the ground truth:
+
+1. a classifier is trained on clean data of writers held out from the federated population;
+2. all images of a seeded fraction of the population's writers are inverted (the bug);
+3. every writer is scored by the classifier's accuracy on its data and the writers are split into
+   a suspected (low accuracy) and a normal (high accuracy) group;
+4. one private generator is trained on each group with the real ServerApp and ClientApp on
+   Flower's simulation engine (each group is a `saved` dataset folder the clients load);
+5. samples of both generators are compared: side by side, and by the share that looks inverted.
+
+Everything lands in one output folder; `run_scenario` returns the numbers it wrote.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedgs.data import DataError, FederatedDataset, load_federated
+from fedgs.data.federated import ClientArrays, read_client_arrays, save_federated
+from fedgs.debugging.bug import choose_buggy
+from fedgs.debugging.detection import BORDER, inverted_share
+from fedgs.debugging.report import markdown_report, privacy_digest, ratio_text, save_side_by_side
+from fedgs.debugging.scoring import (
+    NORMAL,
+    SUSPECTED,
+    assign_groups,
+    choose_thresholds,
+    confusion,
+    confusion_markdown,
+    writer_accuracies,
+)
+from fedgs.debugging.writers import holdout_images, select_writers, split_holdout
+from fedgs.run_config import RunConfig
+from fedgs.simulations.simulate import EngineOptions, run_simulation
+
+DETECTION_BAR = 3.0  # the issue's bar: suspected inverted share >= 3x the normal group's
+GAN_GROUPS = (SUSPECTED, NORMAL)
+SANITY_IMAGES = 2000
+GRID_PER_CLASS = 8
+
+
+class ScenarioError(ValueError):
+    """The scenario cannot run with these options or this data; the message says why."""
+
+
+@dataclass(frozen=True)
+class ScenarioOptions:
+    """What the scenario does besides training the generators (those settings are a RunConfig)."""
+
+    dataset: str = "embedded"
+    data_dir: str | None = None
+    labels: str | None = None  # None: merged36 for femnist (the papers' 36 classes), else digits
+    num_clients: int | None = None  # embedded / mnist only
+    bug_fraction: float = 0.5
+    holdout_fraction: float = 0.2
+    suspect_quantile: float = 0.4
+    normal_quantile: float = 0.6
+    suspect_max_accuracy: float | None = None
+    normal_min_accuracy: float | None = None
+    classifier_epochs: int = 3
+    detect_samples: int = 1000
+    seed: int = 0
+    out: str = "runs/debug-scenario"
+
+    @property
+    def label_mode(self) -> str:
+        if self.labels is not None:
+            return self.labels
+        return "merged36" if self.dataset == "femnist" else "digits"
+
+
+def _to_images(pixels: np.ndarray) -> torch.Tensor:
+    """Stored uint8 rows as [-1, 1] float images, the way `FederatedDataset` serves them."""
+    return torch.from_numpy(pixels.astype(np.float32)).view(-1, 1, 28, 28).div_(127.5).sub_(1.0)
+
+
+def _median(values: np.ndarray) -> float | None:
+    return float(np.median(values)) if values.size else None
+
+
+def _prepare_out(out: Path) -> None:
+    if out.exists() and any(out.iterdir()):
+        raise ScenarioError(
+            f"{out} is not empty; a scenario writes a fresh folder (choose another --out)"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _load(options: ScenarioOptions) -> tuple[FederatedDataset, ClientArrays]:
+    try:
+        ds = load_federated(
+            options.dataset,
+            options.data_dir,
+            labels=options.label_mode,
+            num_clients=options.num_clients,
+            seed=options.seed,
+        )
+    except DataError as error:
+        raise ScenarioError(str(error)) from None
+    arrays, _ = read_client_arrays(ds.path)
+    return ds, arrays
+
+
+def _classifier(
+    ds: FederatedDataset, arrays: ClientArrays, holdout: np.ndarray, epochs: int
+) -> tuple[torch.nn.Module, torch.Tensor, str]:
+    """The clean classifier of step 1, cached per (dataset, held-out writers, epochs)."""
+    from fedgs.metrics.classifier import load_or_train_classifier
+
+    pixels, labels = holdout_images(arrays, holdout)
+    images = _to_images(pixels)
+    key = f"{ds.fingerprint}|debug-holdout|{','.join(map(str, holdout.tolist()))}"
+    fingerprint = hashlib.sha256(key.encode()).hexdigest()
+    model = load_or_train_classifier(
+        fingerprint, images, torch.from_numpy(labels), ds.num_classes, epochs=epochs
+    )
+    return model, images, fingerprint
+
+
+def _write_writers_csv(
+    path: Path,
+    arrays: ClientArrays,
+    holdout: np.ndarray,
+    population: np.ndarray,
+    buggy: np.ndarray,
+    accuracies: np.ndarray,
+    groups: np.ndarray,
+) -> None:
+    """The ground truth per writer, next to what the modeller saw (accuracy, group)."""
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["writer", "role", "bug", "train_images", "accuracy", "group"])
+        for k in holdout.tolist():
+            count = int(arrays.train_counts[k])
+            writer.writerow([arrays.client_ids[k], "classifier", 0, count, "", ""])
+        for i, k in enumerate(population.tolist()):
+            count = int(arrays.train_counts[k])
+            row = [arrays.client_ids[k], "population", int(buggy[i]), count]
+            writer.writerow([*row, f"{accuracies[i]:.6f}", groups[i]])
+
+
+def _train_group(
+    name: str,
+    arrays: ClientArrays,
+    info: dict[str, Any],
+    gan: RunConfig,
+    out: Path,
+    engine: EngineOptions,
+) -> Path:
+    """Write the group as a `saved` dataset and train one generator on it through Flower."""
+    folder = out / "data" / name
+    num_classes = int(info["num_classes"])
+    save_federated(folder, f"{info['source']}-debug-{name}", num_classes, arrays, info)
+    config = gan.with_updates(
+        dataset="saved",
+        data_dir=str(folder.resolve()),
+        labels=info["labels"],
+        num_clients=0,
+        run_dir=str((out / f"gan-{name}").resolve()),
+        state_dir="",
+        resume=False,
+        min_nodes=0,
+    )
+    print(f"  {name}: {len(arrays.client_ids)} writers, {len(arrays.train_labels)} images")
+    run_dir = run_simulation(config, engine)
+    if not (run_dir / "privacy.json").exists() or not (run_dir / "generator.pt").exists():
+        raise ScenarioError(f"the {name} group's run ended without results (see {run_dir})")
+    return run_dir
+
+
+def _balanced_labels(num_classes: int, count: int) -> torch.Tensor:
+    return torch.arange(num_classes).repeat(-(-count // num_classes))[:count]
+
+
+def run_scenario(options: ScenarioOptions, gan: RunConfig, engine: EngineOptions) -> dict:
+    """Steps 1-5 into ``options.out``; returns the summary also written as summary.json."""
+    from fedgs.evaluation.generator_loader import load_generator
+
+    if options.detect_samples < 1 or options.classifier_epochs < 1:
+        raise ScenarioError("--detect-samples and --classifier-epochs must be at least 1")
+    out = Path(options.out)
+    _prepare_out(out)
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
+
+    print("[1/5] data and the clean classifier on held-out writers")
+    ds, arrays = _load(options)
+    try:
+        holdout, population = split_holdout(
+            len(arrays.client_ids), options.holdout_fraction, options.seed
+        )
+    except ValueError as error:
+        raise ScenarioError(str(error)) from None
+    model, holdout_x, classifier_key = _classifier(ds, arrays, holdout, options.classifier_epochs)
+    seconds["data_and_classifier"] = time.perf_counter() - started
+
+    print("[2/5] injecting the bug")
+    try:
+        buggy = choose_buggy(len(population), options.bug_fraction, options.seed)
+    except ValueError as error:
+        raise ScenarioError(str(error)) from None
+    pop = select_writers(arrays, population, invert=buggy)
+
+    print("[3/5] scoring writers and splitting them into groups")
+    accuracies = writer_accuracies(
+        model,
+        _to_images(pop.train_pixels),
+        torch.from_numpy(pop.train_labels),
+        pop.train_counts,
+    )
+    try:
+        thresholds = choose_thresholds(
+            accuracies,
+            options.suspect_quantile,
+            options.normal_quantile,
+            options.suspect_max_accuracy,
+            options.normal_min_accuracy,
+        )
+        groups = assign_groups(accuracies, thresholds)
+    except ValueError as error:
+        raise ScenarioError(str(error)) from None
+    table = confusion(groups, buggy)
+    _write_writers_csv(out / "writers.csv", arrays, holdout, population, buggy, accuracies, groups)
+    print(confusion_markdown(table))
+
+    print(f"[4/5] one private generator per group ({gan.strategy}, {gan.steps} steps each)")
+    group_arrays, run_dirs, privacy = {}, {}, {}
+    for name in GAN_GROUPS:
+        t0 = time.perf_counter()
+        group_arrays[name] = select_writers(pop, np.flatnonzero(groups == name))
+        info = {
+            "source": ds.name,
+            "source_fingerprint": ds.fingerprint,
+            "labels": options.label_mode,
+            "num_classes": ds.num_classes,
+            "group": name,
+            "writers_with_bug": table[name]["with bug"],
+        }
+        run_dirs[name] = _train_group(name, group_arrays[name], info, gan, out, engine)
+        privacy[name] = privacy_digest(json.loads((run_dirs[name] / "privacy.json").read_text()))
+        seconds[f"gan_{name}"] = time.perf_counter() - t0
+
+    print("[5/5] detection statistic, sample grids and report")
+    labels = _balanced_labels(ds.num_classes, options.detect_samples)
+    grid_labels = torch.arange(ds.num_classes).repeat_interleave(GRID_PER_CLASS)
+    generated, panels = {}, []
+    for name in GAN_GROUPS:
+        generator = load_generator(run_dirs[name])
+        generated[name] = inverted_share(generator.sample(labels, seed=options.seed))
+        panels.append(
+            (
+                f"{name} group: {table[name]['total']} writers "
+                f"({table[name]['with bug']} with the bug)\n"
+                f"inverted share of samples {100 * generated[name]:.1f}%",
+                generator.sample(grid_labels, seed=options.seed + 1),
+            )
+        )
+    grid = save_side_by_side(
+        panels, ds.num_classes, GRID_PER_CLASS, out / "samples_side_by_side.png"
+    )
+    pick = torch.randperm(
+        holdout_x.shape[0], generator=torch.Generator().manual_seed(options.seed)
+    )[:SANITY_IMAGES]
+    ratio_ok = (
+        generated[SUSPECTED] > 0
+        if generated[NORMAL] == 0
+        else generated[SUSPECTED] >= DETECTION_BAR * generated[NORMAL]
+    )
+    summary = {
+        "seed": options.seed,
+        "options": asdict(options),
+        "data": {
+            "dataset": ds.name,
+            "labels": options.label_mode,
+            "num_classes": ds.num_classes,
+            "fingerprint": ds.fingerprint,
+            "writers": len(arrays.client_ids),
+            "holdout_writers": len(holdout),
+            "population_writers": len(population),
+            "buggy_writers": int(buggy.sum()),
+            "bug_fraction": options.bug_fraction,
+        },
+        "classifier": {
+            "images": int(holdout_x.shape[0]),
+            "epochs": options.classifier_epochs,
+            "cache_key": classifier_key,
+            "median_accuracy_with_bug": _median(accuracies[buggy]),
+            "median_accuracy_without_bug": _median(accuracies[~buggy]),
+        },
+        "split": {
+            "thresholds": asdict(thresholds),
+            "confusion": table,
+            "confusion_markdown": confusion_markdown(table),
+        },
+        "gan": {
+            "strategy": gan.strategy,
+            "steps": gan.steps,
+            "noise_multiplier": gan.noise_multiplier,
+            "batch_size": gan.batch_size,
+            "run_dirs": {name: str(path) for name, path in run_dirs.items()},
+            "config": gan.to_user_config(),
+        },
+        "privacy": privacy,
+        "detection": {
+            "border": BORDER,
+            "samples": options.detect_samples,
+            "generated": generated,
+            "real_group": {
+                name: inverted_share(_to_images(group_arrays[name].train_pixels))
+                for name in GAN_GROUPS
+            },
+            "sanity": {
+                "clean": inverted_share(holdout_x[pick]),
+                "inverted": inverted_share(-holdout_x[pick]),
+            },
+            "ratio": ratio_text(generated[SUSPECTED], generated[NORMAL]),
+            "bar": DETECTION_BAR,
+            "bar_met": bool(ratio_ok),
+        },
+        "grid": str(grid),
+        "seconds": seconds | {"total": time.perf_counter() - started},
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "REPORT.md").write_text(markdown_report(summary))
+    return summary
