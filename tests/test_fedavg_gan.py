@@ -118,7 +118,7 @@ def test_ledger_round_trips_and_reports_its_threat_model() -> None:
     assert restored.epsilon(1e-5) == ledger.epsilon(1e-5)
     summary = ledger.summary(1e-5)
     assert summary["trusted_server"]["threat_model"] == "trusted-server"
-    assert math.isinf(summary["untrusted_server"]["epsilon"])
+    assert summary["untrusted_server"]["epsilon"] is None  # no guarantee; JSON has no infinity
     assert FedAvgLedger(0.0).epsilon(1e-5) == 0.0  # nothing released yet
 
 

@@ -59,8 +59,8 @@ class FedAvgLedger:
                 "epsilon": self.epsilon(delta, acct),
             },
             "untrusted_server": {
-                "epsilon": math.inf,
-                "note": "clients send unnoised deltas: no guarantee against the server",
+                "epsilon": None,
+                "note": "none: clients send unnoised deltas, no guarantee against the server",
             },
             "rounds": self.rounds,
             "sampling": [
