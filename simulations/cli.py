@@ -43,6 +43,10 @@ COMM_COST_KEYS = (
     "fedavg_clients_per_round",
     "fedavg_critic_steps",
     "fedavg_generator_steps",
+    "teachers_per_step",
+    "datalens_top_k",
+    "pate_teacher_steps",
+    "pate_student_steps",
     "seed",
 )
 
@@ -50,9 +54,9 @@ COMM_COST_KEYS = (
 def _register_comm_cost(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "comm-cost",
-        help="bytes per generator update of GS-WGAN and Fed-Avg GAN, measured on real messages",
+        help="bytes per generator update of every strategy, measured on real messages",
         description=(
-            "Runs both strategies (and float16 / bfloat16 wire variants) for a few steps on "
+            "Runs every strategy (and float16 / bfloat16 wire variants) for a few steps on "
             "Flower's simulation engine on the same data, measures the serialized size of every "
             "message, and writes a table (markdown + CSV) and a log-scale bar chart to --out."
         ),

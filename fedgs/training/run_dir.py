@@ -36,6 +36,7 @@ class RunDirectory:
         self.metrics_csv = self.root / "metrics.csv"
         self.config_json = self.root / "config.json"
         self.privacy_json = self.root / "privacy.json"
+        self.initial_scores_json = self.root / "initial_scores.json"  # the untrained generator
         self.generator_pt = self.root / "generator.pt"
         self._metric_fields: list[str] | None = None
 
@@ -125,6 +126,12 @@ def summarize(run_dir: Path) -> str:
         down = sum(float(r["bytes_down"]) for r in rows) / len(rows)
         up = sum(float(r["bytes_up"]) for r in rows) / len(rows)
         lines.append(f"  bytes per step (serialized messages): {down:,.0f} down, {up:,.0f} up")
+    initial = run_dir / "initial_scores.json"
+    if scored and initial.exists():
+        untrained = json.loads(initial.read_text())["fid_domain"]
+        lines.append(
+            f"  domain FID: {untrained:.1f} untrained -> {float(scored[-1]['fid_domain']):.1f}"
+        )
     if scored:
         last = scored[-1]
         lines.append(
