@@ -11,6 +11,7 @@ import torch
 from fedgs.run_config import RunConfig
 from fedgs.server.datalens_strategy import DataLensSettings, DataLensStrategy
 from fedgs.server.run import METRIC_COLUMNS
+from fedgs.server.strategy import StepOutcome
 from fedgs.server.teacher_run import TeacherRun, generator_state, load_generator_state
 from fedgs.training.generator import GeneratorTrainer
 
@@ -32,7 +33,7 @@ class DataLensRun(TeacherRun):
     def sample(self, labels: torch.Tensor) -> torch.Tensor:
         return self.trainer.sample(labels)
 
-    def step_metrics(self, outcome) -> dict:
+    def step_metrics(self, outcome: StepOutcome) -> dict:
         return {"agreed_fraction": self.strategy.last_agreed_fraction}
 
     def trainer_state(self) -> dict[str, Any]:

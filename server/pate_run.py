@@ -10,6 +10,7 @@ import torch
 from fedgs.run_config import RunConfig
 from fedgs.server.pate_strategy import PateGANStrategy, PateSettings
 from fedgs.server.run import METRIC_COLUMNS
+from fedgs.server.strategy import StepOutcome
 from fedgs.server.teacher_run import TeacherRun, generator_state, load_generator_state
 from fedgs.training.pate_gan import PateGANTrainer
 
@@ -44,7 +45,7 @@ class PateGANRun(TeacherRun):
     def sample(self, labels: torch.Tensor) -> torch.Tensor:
         return self.trainer.sample(labels)
 
-    def step_metrics(self, outcome) -> dict:
+    def step_metrics(self, outcome: StepOutcome) -> dict:
         stats = self.strategy.last_stats
         row = {"logit_gap": outcome.mean("logit-gap")}
         if stats is not None:

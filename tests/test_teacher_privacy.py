@@ -101,7 +101,7 @@ def test_ledger_reports_the_most_voted_client_and_round_trips() -> None:
     summary = ledger.summary(1e-5, RDP)
     assert summary["trusted_aggregator"]["threat_model"] == "trusted-aggregator"
     assert summary["trusted_aggregator"]["epsilon"] == epsilon
-    assert math.isinf(summary["untrusted_server"]["epsilon"])
+    assert summary["untrusted_server"]["epsilon"] is None  # no guarantee: strict JSON, no Infinity
     assert summary["votes"] == {
         "clients_voted": 3,
         "total_steps": 7,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import statistics
 from collections import Counter
 from typing import Any
@@ -113,7 +112,7 @@ class TeacherLedger:
                 "client_id": worst,
             },
             UNTRUSTED_SERVER.replace("-", "_"): {
-                "epsilon": math.inf,
+                "epsilon": None,
                 "note": "clients send unnoised votes: no guarantee against the server",
             },
             "votes": {
