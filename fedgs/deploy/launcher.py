@@ -291,15 +291,13 @@ class LocalDeployment:
         """Run the app to its end, copying its streamed log to ``stream``."""
         flwr_run = self.submit(run_config, app)
         assert flwr_run.stdout is not None
-        run_id, head = None, ""
+        head = ""  # the start of the output, where `flwr run` names the run
         try:
             with self.log("flwr-run").open("ab") as record:
                 while chunk := flwr_run.stdout.read1(4096):
                     record.write(chunk)
-                    if run_id is None:
-                        head = (head + chunk.decode(errors="replace"))[-4096:]
-                        if started := STARTED.search(head):
-                            run_id = int(started.group(1))
+                    if len(head) < 4096:
+                        head += chunk.decode(errors="replace")
                     if stream is not None:
                         stream.write(chunk.decode(errors="replace"))
                         stream.flush()
@@ -308,8 +306,14 @@ class LocalDeployment:
             if flwr_run.poll() is None:
                 os.killpg(flwr_run.pid, signal.SIGTERM)
                 flwr_run.wait(timeout=30)
-        if flwr_run.returncode != 0 or run_id is None:
+        return self.outcome(flwr_run, head)
+
+    def outcome(self, flwr_run: subprocess.Popen, output: str) -> RunResult:
+        """How the run of a finished ``flwr run`` ended, given (the start of) its output."""
+        started = STARTED.search(output)
+        if flwr_run.returncode != 0 or started is None:
             return RunResult(None, "not started", f"`flwr run` exited {flwr_run.returncode}")
+        run_id = int(started.group(1))
         return RunResult(run_id, *control.run_status(run_id, self.env()))
 
 
