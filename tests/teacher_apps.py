@@ -1,0 +1,120 @@
+"""Flower apps for the teacher-strategy simulation tests: a client app whose teachers corrupt
+their votes, and a server app that drives the real DataLens / PATE-GAN strategy step by step.
+
+They live in an importable module (not a test file) so Ray actors can load them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid, ServerApp
+
+from fedgs import protocol, protocol_datalens, protocol_pate
+from fedgs.client.app import build_client_app
+from fedgs.privacy.teacher_ledger import TeacherLedger
+from fedgs.run_config import RunConfig
+from fedgs.server.datalens_strategy import DataLensSettings, DataLensStrategy
+from fedgs.server.pate_strategy import PateGANStrategy, PateSettings
+from fedgs.server.run import wait_for_nodes
+from fedgs.training.generator import GeneratorTrainer
+from fedgs.training.pate_gan import PateGANTrainer
+
+Corruption = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+def _set(arrays: dict[str, np.ndarray], key: str, value: np.ndarray) -> dict[str, np.ndarray]:
+    return {**arrays, key: value}
+
+
+# partition id -> how its votes are corrupted, per message type
+DATALENS_TAMPERED: dict[int, Corruption] = {
+    2: lambda a: _set(a, protocol_datalens.MASK, np.full_like(a[protocol_datalens.MASK], 0xFF)),
+    3: lambda a: _set(a, protocol_datalens.SIGNS, a[protocol_datalens.SIGNS] | 1),  # padding
+    4: lambda a: _set(a, protocol_datalens.SIGNS, a[protocol_datalens.SIGNS][:-1]),
+}
+PATE_TAMPERED: dict[int, Corruption] = {
+    2: lambda a: _set(a, protocol_pate.REAL, np.append(a[protocol_pate.REAL], 0).astype(np.uint8)),
+    3: lambda a: _set(a, protocol_pate.REAL, a[protocol_pate.REAL].astype(np.int32)),
+    4: lambda a: _set(a, "logits", np.zeros(3, dtype=np.float32)),
+}
+TAMPERED = set(DATALENS_TAMPERED)
+
+
+def tampering_teacher_app(overrides: Mapping[str, Any]) -> ClientApp:
+    """The real ClientApp, except that partitions in TAMPERED corrupt their votes."""
+    honest = build_client_app(overrides)
+    app = ClientApp()
+
+    def corrupt(message: Message, context: Context, table: dict[int, Corruption]) -> Message:
+        reply = honest(message, context)
+        how = table.get(int(context.node_config["partition-id"]))
+        if how is None or reply.has_error():
+            return reply
+        key = protocol_datalens.VOTES  # the same record name in both protocols
+        arrays = how({k: a.numpy() for k, a in reply.content[key].items()})
+        content = RecordDict(
+            {
+                key: ArrayRecord({k: Array(v) for k, v in arrays.items()}),
+                protocol.METRICS: reply.content[protocol.METRICS],
+                protocol.CLIENT: reply.content[protocol.CLIENT],
+            }
+        )
+        return Message(content, reply_to=message)
+
+    @app.train("datalens")
+    def datalens(message: Message, context: Context) -> Message:
+        return corrupt(message, context, DATALENS_TAMPERED)
+
+    @app.train("pategan")
+    def pate(message: Message, context: Context) -> Message:
+        return corrupt(message, context, PATE_TAMPERED)
+
+    return app
+
+
+def _strategy(config: RunConfig, ledger: TeacherLedger) -> tuple[Any, torch.nn.Module]:
+    """The real strategy of ``config.strategy`` and the generator it trains."""
+    rng = np.random.default_rng(0)
+    if config.strategy == "datalens":
+        trainer = GeneratorTrainer(10, config.gswgan(), seed=0)
+        settings = DataLensSettings.from_run_config(config)
+        return DataLensStrategy(trainer, ledger, rng, settings), trainer.generator
+    pate = PateGANTrainer(10, config.gswgan(), seed=0)
+    settings = PateSettings.from_run_config(config)
+    return PateGANStrategy(pate, ledger, rng, settings), pate.generator.generator
+
+
+def recording_teacher_server_app(config: RunConfig, steps: int, record: list[dict]) -> ServerApp:
+    """Runs ``steps`` steps of the configured teacher strategy and appends what it saw."""
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        wait_for_nodes(grid, config.min_nodes, timeout=60)
+        ledger = TeacherLedger()
+        strategy, generator = _strategy(config, ledger)
+        for step in range(1, steps + 1):
+            messages = list(strategy.configure_train(step, ArrayRecord(), ConfigRecord(), grid))
+            before = [p.detach().clone() for p in generator.parameters()]
+            replies = list(grid.send_and_receive(messages, timeout=600))
+            strategy.aggregate_train(step, replies)
+            record.append(
+                {
+                    "messages": messages,
+                    "replies": replies,
+                    "outcome": strategy.last_outcome,
+                    "generator_changed": any(
+                        not torch.equal(a, b)
+                        for a, b in zip(before, generator.parameters(), strict=True)
+                    ),
+                    "ledger": ledger.step_counts(),
+                }
+            )
+
+    return app
