@@ -83,7 +83,7 @@ def make_run(root: Path, kind: str = "simulate") -> Path:
         epsilon_column = "epsilon_trusted_server"
     elif kind == "pate-gan":  # the teacher ledger's summary layout
         block = {"threat_model": "trusted-aggregator", "assumption": "-", "epsilon": 3.0}
-        untrusted = {"epsilon": float("inf"), "note": "clients send unnoised votes"}
+        untrusted = {"epsilon": None, "note": "clients send unnoised votes"}
         privacy = {"delta": 1e-5, "accountant": "autodp-rdp", "steps": STEPS}
         privacy |= {"trusted_aggregator": block, "untrusted_server": untrusted}
         out.write_json(out.privacy_json, privacy)

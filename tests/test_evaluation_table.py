@@ -70,7 +70,7 @@ def test_epsilons_carry_their_threat_models(tmp_path: Path) -> None:
     assert headline(gswgan).epsilon == models["untrusted-server"].epsilon > 0
     fedavg = RunFiles.open(make_run(tmp_path / "f", "fedavg-gan"))
     figures = {f.threat_model: f.epsilon for f in all_figures(fedavg)}
-    assert figures["untrusted-server"] == float("inf")
+    assert figures["untrusted-server"] is None  # no guarantee: reported with a note, no number
     assert headline(fedavg).epsilon == figures["trusted-server"] > 0
     teachers = RunFiles.open(make_run(tmp_path / "p", "pate-gan"))
     assert headline(teachers).threat_model == "trusted-aggregator"

@@ -36,8 +36,8 @@ _LABELS = {
 def run_figures(run: RunFiles) -> list[EpsilonFigure]:
     """The epsilons the run reported: every privacy.json block with an epsilon.
 
-    A block without a threat model is a guarantee the strategy does not give (Fed-Avg GAN, and
-    the teacher strategies, against an untrusted server: epsilon infinite, with a note).
+    A block without a threat model is a guarantee the strategy does not give (Fed-Avg GAN and
+    the teacher strategies against an untrusted server: epsilon null, with a note).
     """
     privacy = run.privacy
     delta = float(privacy["delta"])
