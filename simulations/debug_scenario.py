@@ -261,8 +261,7 @@ def run_scenario(options: ScenarioOptions, gan: RunConfig, engine: EngineOptions
         generated[name] = inverted_share(generator.sample(labels, seed=options.seed))
         panels.append(
             (
-                f"{name} group: {table[name]['total']} writers "
-                f"({table[name]['with bug']} with the bug)\n"
+                f"{name}: {table[name]['total']} writers, {table[name]['with bug']} with bug\n"
                 f"inverted share of samples {100 * generated[name]:.1f}%",
                 generator.sample(grid_labels, seed=options.seed + 1),
             )

@@ -33,7 +33,7 @@ def save_side_by_side(
     figure, axes = plt.subplots(
         1,
         len(panels),
-        figsize=(len(panels) * (width_px + 60) / dpi, (height_px + 80) / dpi),
+        figsize=(len(panels) * (width_px + 140) / dpi, (height_px + 90) / dpi),
         dpi=dpi,
         squeeze=False,
     )
@@ -69,7 +69,8 @@ def privacy_digest(privacy: dict[str, Any]) -> dict[str, Any]:
     (every block that carries an epsilon) with its accountant; an infinite or missing epsilon
     becomes None with the run's note."""
     epsilons = {}
-    for name, block in privacy.items():
+    blocks = sorted(privacy.items(), key=lambda item: item[0] != "untrusted_server")
+    for name, block in blocks:  # the untrusted-server guarantee first: the papers' threat model
         if not isinstance(block, dict) or "epsilon" not in block:
             continue
         epsilon = block["epsilon"]
