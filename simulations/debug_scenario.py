@@ -49,6 +49,13 @@ DETECTION_BAR = 3.0  # the issue's bar: suspected inverted share >= 3x the norma
 GAN_GROUPS = (SUSPECTED, NORMAL)
 SANITY_IMAGES = 2000
 GRID_PER_CLASS = 8
+# the run-config key of each strategy's noise setting, named in the report
+NOISE_KEYS = {
+    "gswgan": "noise-multiplier",
+    "fedavg-gan": "fedavg-noise-multiplier",
+    "datalens": "datalens-noise-std",
+    "pate-gan": "pate-laplace-scale",
+}
 
 
 class ScenarioError(ValueError):
@@ -277,6 +284,7 @@ def run_scenario(options: ScenarioOptions, gan: RunConfig, engine: EngineOptions
         if generated[NORMAL] == 0
         else generated[SUSPECTED] >= DETECTION_BAR * generated[NORMAL]
     )
+    noise_key = NOISE_KEYS.get(gan.strategy, "noise-multiplier")
     summary = {
         "seed": options.seed,
         "options": asdict(options),
@@ -306,7 +314,7 @@ def run_scenario(options: ScenarioOptions, gan: RunConfig, engine: EngineOptions
         "gan": {
             "strategy": gan.strategy,
             "steps": gan.steps,
-            "noise_multiplier": gan.noise_multiplier,
+            "noise": {noise_key: gan.to_user_config()[noise_key]},
             "batch_size": gan.batch_size,
             "run_dirs": {name: str(path) for name, path in run_dirs.items()},
             "config": gan.to_user_config(),

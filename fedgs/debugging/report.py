@@ -89,7 +89,7 @@ def _epsilon_line(group: str, digest: dict[str, Any]) -> str:
         + (
             f"{block['epsilon']:.4g} ({block['accountant']})"
             if block["epsilon"] is not None
-            else f"none ({block['note']})"
+            else block["note"] or "none"
         )
         for name, block in digest["epsilons"].items()
     ]
@@ -100,6 +100,7 @@ def markdown_report(summary: dict[str, Any]) -> str:
     """REPORT.md of a scenario from its summary (the same numbers as summary.json)."""
     s = summary
     data, split, detection = s["data"], s["split"], s["detection"]
+    noise = ", ".join(f"`{key}` {value:g}" for key, value in s["gan"]["noise"].items())
     lines = [
         "# Flipped-pixel debugging scenario",
         "",
@@ -126,7 +127,7 @@ def markdown_report(summary: dict[str, Any]) -> str:
         "## 2. One private generator per group",
         "",
         f"Strategy `{s['gan']['strategy']}`, {s['gan']['steps']} steps each, same settings "
-        f"(noise multiplier {s['gan']['noise_multiplier']:g}, batch {s['gan']['batch_size']}). "
+        f"({noise}, batch {s['gan']['batch_size']}). "
         "Privacy per generator (threat model: accountant):",
         "",
         "| group | steps | epsilon by threat model | delta |",
