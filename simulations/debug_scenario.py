@@ -42,6 +42,8 @@ from fedgs.debugging.scoring import (
     writer_accuracies,
 )
 from fedgs.debugging.writers import holdout_images, select_writers, split_holdout
+from fedgs.evaluation.generator_loader import load_generator
+from fedgs.metrics.classifier import load_or_train_classifier
 from fedgs.run_config import RunConfig
 from fedgs.simulations.simulate import EngineOptions, run_simulation
 
@@ -124,8 +126,6 @@ def _classifier(
     ds: FederatedDataset, arrays: ClientArrays, holdout: np.ndarray, epochs: int
 ) -> tuple[torch.nn.Module, torch.Tensor, str]:
     """The clean classifier of step 1, cached per (dataset, held-out writers, epochs)."""
-    from fedgs.metrics.classifier import load_or_train_classifier
-
     pixels, labels = holdout_images(arrays, holdout)
     images = _to_images(pixels)
     key = f"{ds.fingerprint}|debug-holdout|{','.join(map(str, holdout.tolist()))}"
@@ -193,8 +193,6 @@ def _balanced_labels(num_classes: int, count: int) -> torch.Tensor:
 
 def run_scenario(options: ScenarioOptions, gan: RunConfig, engine: EngineOptions) -> dict:
     """Steps 1-5 into ``options.out``; returns the summary also written as summary.json."""
-    from fedgs.evaluation.generator_loader import load_generator
-
     if options.detect_samples < 1 or options.classifier_epochs < 1:
         raise ScenarioError("--detect-samples and --classifier-epochs must be at least 1")
     out = Path(options.out)
