@@ -34,6 +34,8 @@ def main() -> None:
     p.add_argument("--lrd", type=float, default=1e-4)
     p.add_argument("--beta1", type=float, default=0.5)
     p.add_argument("--sigma", type=float, default=1.07)
+    p.add_argument("--clip", type=float, default=1.0, help="per-sample clipping bound C")
+    p.add_argument("--smooth", type=float, default=0.0, help="server-side gradient blur sigma")
     p.add_argument("--eval", type=int, default=500)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", required=True)
@@ -44,6 +46,8 @@ def main() -> None:
         batch_size=a.B,
         critic_steps=a.ndis,
         noise_multiplier=a.sigma,
+        clip_norm=a.clip,
+        gradient_smoothing=a.smooth,
         lr_generator=a.lrg,
         lr_critic=a.lrd,
         generator_width=a.gw,

@@ -79,6 +79,13 @@ class RunConfig:
         default=1.07, metadata={"help": "sigma; per-row noise std is 2*C*sigma"}
     )
     clip_norm: float = field(default=1.0, metadata={"help": "per-sample clipping bound C"})
+    gradient_smoothing: float = field(
+        default=0.0,
+        metadata={
+            "help": "server-side Gaussian blur (sigma, pixels) of the sanitized gradients before "
+            "they reach G: post-processing, no privacy cost; 0 = off, as in the paper"
+        },
+    )
     lr_generator: float = field(default=1e-4, metadata={"help": "Adam learning rate of G"})
     lr_critic: float = field(
         default=1e-4, metadata={"help": "Adam learning rate of each private critic"}
@@ -238,6 +245,7 @@ class RunConfig:
             critic_steps=self.critic_steps,
             noise_multiplier=self.noise_multiplier,
             clip_norm=self.clip_norm,
+            gradient_smoothing=self.gradient_smoothing,
             lr_generator=self.lr_generator,
             lr_critic=self.lr_critic,
             generator_width=self.generator_width,

@@ -12,6 +12,7 @@ import torch
 
 from fedgs.models import ConditionalResNetGenerator, make_ema
 from fedgs.training.hparams import GSWGANConfig
+from fedgs.training.smoothing import smooth_images
 
 
 @dataclass
@@ -68,7 +69,8 @@ class GeneratorTrainer:
         return queries
 
     def apply(self, gradients: list[torch.Tensor | None]) -> int:
-        """Back-propagate the mean of the answered clients' sanitized gradients; Adam step; EMA.
+        """Back-propagate the mean of the answered clients' sanitized gradients (blurred when
+        ``gradient_smoothing`` is set: post-processing, no privacy cost); Adam step; EMA.
 
         ``gradients[k]`` is client k's (B, 784) reply, or None when it did not answer (dropped
         replies leave G untouched if no client answered). Returns the number of rows used.
@@ -82,6 +84,7 @@ class GeneratorTrainer:
             return 0
         outputs = torch.cat([answer_batch[k * b : (k + 1) * b] for k in kept])
         upstream = torch.cat([gradients[k] for k in kept]).view_as(outputs)
+        upstream = smooth_images(upstream, self.config.gradient_smoothing)
         self.optimizer.zero_grad(set_to_none=True)
         outputs.backward(upstream / outputs.shape[0])
         self.optimizer.step()

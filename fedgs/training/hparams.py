@@ -23,6 +23,8 @@ class GSWGANConfig:
     ema_decay: float = 0.999
     generator_width: int = 64
     critic_width: int = 64
+    # server-side Gaussian blur (pixels) of the sanitized gradients; 0 = off (the paper)
+    gradient_smoothing: float = 0.0
 
     def __post_init__(self) -> None:
         positive = (
@@ -40,6 +42,8 @@ class GSWGANConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.noise_multiplier < 0:
             raise ValueError(f"noise_multiplier must be >= 0, got {self.noise_multiplier}")
+        if self.gradient_smoothing < 0:
+            raise ValueError(f"gradient_smoothing must be >= 0, got {self.gradient_smoothing}")
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
