@@ -85,13 +85,14 @@ def _run_task(spec: ExecutionSpec) -> int:
     return 0
 
 
+_flower_executor = superexec_loop.get_executor
+
+
 def _executor(executor_type: ExecutorType, *args: Any, **kwargs: Any) -> Any:
+    """Flower's executor factory, with ForkingExecutor for local subprocesses."""
     if executor_type == ExecutorType.SUBPROCESS:
         return ForkingExecutor()
     return _flower_executor(executor_type, *args, **kwargs)
-
-
-_flower_executor = superexec_loop.get_executor
 
 
 def main(argv: list[str] | None = None) -> None:
