@@ -63,7 +63,14 @@ def _local(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--cold",
         action="store_true",
-        help="Flower's defaults: a fresh interpreter per ClientApp message, 3 s reply polls",
+        help="Flower's defaults: a fresh interpreter per ClientApp message, 1 s and 3 s polls",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads per ServerApp/ClientApp process; 0: the inherited OMP_NUM_THREADS "
+        "or one per core (%(default)s)",
     )
     parser.add_argument("--steps", type=int, help="generator steps (run-config 'steps')")
     parser.add_argument(
@@ -149,7 +156,9 @@ def _run_local(args: argparse.Namespace) -> int:
 
     try:
         run_config = _local_run_config(args)
-        options = LocalOptions(args.nodes, Security(args.tls, args.tls), warm=not args.cold)
+        options = LocalOptions(
+            args.nodes, Security(args.tls, args.tls), warm=not args.cold, threads=args.threads
+        )
     except (TypeError, ValueError) as error:
         print(f"fedgs deploy local: error: {error}", file=sys.stderr)
         return 2

@@ -45,6 +45,10 @@ class Security:
             )
 
 
+# A SuperExec checks for new tasks every second by default: up to 1 s of every message's
+# latency. The warm ClientApp SuperExecs check every 50 ms (a local request to their SuperNode).
+WARM_EXECUTOR_ENV = {"FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.05"}
+
 SUPERLINK = "superlink"
 SERVERAPP_EXECUTOR = "serverapp"  # the SuperExec that runs the ServerApp
 # torch._dynamo: torch.optim imports it lazily, on the first optimizer (~3 s)

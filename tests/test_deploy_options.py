@@ -1,0 +1,36 @@
+"""`fedgs deploy local` options that shape every process's environment, checked without
+starting a deployment: torch threads per process, and the warm SuperExecs' task polls."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fedgs.cli import main
+from fedgs.deploy import topology
+from fedgs.deploy.launcher import LocalDeployment, LocalOptions
+
+
+def test_threads_set_each_process_s_torch_threads(tmp_path: Path) -> None:
+    assert LocalDeployment(tmp_path, LocalOptions(threads=2)).env()["OMP_NUM_THREADS"] == "2"
+    inherited = LocalDeployment(tmp_path, LocalOptions(threads=0)).env()
+    assert inherited.get("OMP_NUM_THREADS") == os.environ.get("OMP_NUM_THREADS")
+    with pytest.raises(ValueError, match="threads"):
+        LocalOptions(threads=-1)
+
+
+def test_negative_threads_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    argv = ["deploy", "local", "--threads", "-1", "--steps", "1", "--out", str(tmp_path / "d")]
+    assert main(argv) == 2
+    assert "threads must be 0" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()  # refused before anything starts
+
+
+def test_only_the_warm_deployment_polls_for_tasks_every_50_ms(tmp_path: Path) -> None:
+    warm = LocalDeployment(tmp_path, LocalOptions()).env()
+    cold = LocalDeployment(tmp_path, LocalOptions(warm=False)).env()
+    for key, value in topology.WARM_EXECUTOR_ENV.items():
+        assert warm[key] == value
+        assert cold.get(key) is None  # Flower's default (1 s), as --cold promises
