@@ -64,6 +64,16 @@ def test_every_container_runs_what_the_launcher_runs(document: dict, tmp_path: P
         assert _skeleton(_argv(services[name])) == _skeleton(argv), name
 
 
+def test_clientapp_containers_poll_for_tasks_as_the_local_launcher_does(
+    document: dict, tmp_path: Path
+) -> None:
+    launcher = LocalDeployment(tmp_path, LocalOptions(nodes=2)).env()
+    for i in range(2):
+        environment = document["services"][topology.executor_name(i)]["environment"]
+        for key, value in topology.WARM_EXECUTOR_ENV.items():
+            assert environment[key] == launcher[key] == value
+
+
 def test_tls_and_node_authentication_are_on(document: dict) -> None:
     services = document["services"]
     superlink = services["superlink"]["command"]

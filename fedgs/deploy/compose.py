@@ -88,7 +88,7 @@ def _node_services(partition_id: int, nodes: int) -> dict[str, Any]:
             "image": IMAGE,
             "entrypoint": executor[:3],
             "command": executor[3:],
-            "environment": topology.environment(),
+            "environment": topology.environment(topology.WARM_EXECUTOR_ENV),
             "volumes": [f"{name}-state:{STATE}", f"./deploy/data/{name}:/app/data:ro"],
             "networks": [network],
             "depends_on": [name],
