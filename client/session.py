@@ -7,17 +7,16 @@ then hand the reply back. The reply is built from a SanitizedGradient and nothin
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from fedgs import protocol
 from fedgs.client.state_store import ClientStateStore
 from fedgs.data import FederatedDataset, load_federated
+from fedgs.device import resolve_device, secret_generator
 from fedgs.privacy import PrivacyLedger
 from fedgs.run_config import RunConfig
 from fedgs.training.critic import PrivateCritic
@@ -61,11 +60,15 @@ class ClientSession:
         self.client_id = self.dataset.client_ids[self.partition_id]
         self.store = ClientStateStore(state_dir_for(self.config))
         self.gswgan = self.config.gswgan()
+        # GS-WGAN computes on the configured device; teachers stay on the CPU
+        gswgan = self.config.strategy == "gswgan" and self.critic_class is PrivateCritic
+        self.device = resolve_device(self.config.device if gswgan else "cpu")
         self.critic = self.critic_class(
             *self.dataset.client_train(self.partition_id),
             self.dataset.num_classes,
             self.gswgan,
             seed=self.config.seed + self.partition_id,
+            device=self.device,
         )
         saved = self.store.load(self.client_id)
         self.ledger = PrivacyLedger.from_json(saved["ledger"]) if saved else PrivacyLedger()
@@ -133,7 +136,7 @@ class ClientSession:
                 f"query would pass its budget of {budget:g}"
             )
         stats = self.critic.train_on(fakes.pairs())
-        noise = torch.Generator().manual_seed(secrets.randbits(63))  # unpredictable to the server
+        noise = secret_generator(self.device)  # unpredictable to the server
         sanitized = self.critic.answer(fakes.images[-1], fakes.labels[-1], noise)
         self.ledger.record_query(self.client_id, self.gswgan.noise_multiplier, batch_size)
         self.save()  # the cost is on disk before anything is released

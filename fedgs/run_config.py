@@ -168,6 +168,18 @@ class RunConfig:
         default=0.0,
         metadata={"help": "each client refuses queries past this epsilon; 0 = no budget"},
     )
+    # compute (GS-WGAN: server and clients; the other strategies run on the CPU)
+    device: str = field(
+        default="auto",
+        metadata={"help": "auto (a GPU when the process sees one), cpu or cuda"},
+    )
+    client_num_gpus: float = field(
+        default=0.0,
+        metadata={
+            "help": "simulation: GPU share of each Ray client (0.25 = four clients per GPU; "
+            "0 = clients on the CPU)"
+        },
+    )
     # outputs
     run_dir: str = field(default="runs/simulate", metadata={"help": "output directory of the run"})
     state_dir: str = field(
@@ -216,7 +228,13 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"unknown strategy {self.strategy!r} (known: {', '.join(STRATEGIES)})")
+        from fedgs.device import DEVICES
         from fedgs.wire import WIRE_DTYPES
+
+        if self.device not in DEVICES:
+            raise ValueError(f"unknown device {self.device!r} (known: {', '.join(DEVICES)})")
+        if self.client_num_gpus < 0:
+            raise ValueError(f"client-num-gpus must be >= 0, got {self.client_num_gpus}")
 
         if self.wire_dtype not in WIRE_DTYPES:
             raise ValueError(

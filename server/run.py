@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 from fedgs import protocol
 from fedgs.client.session import dataset_for
 from fedgs.comm import message_bytes
+from fedgs.device import resolve_device
 from fedgs.metrics import GeneratorScores, save_class_grid
 from fedgs.metrics.evaluator import GeneratorEvaluator
 from fedgs.privacy import PrivacyLedger
@@ -253,7 +254,9 @@ class GSWGANRun(FederatedRun):
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
         gswgan = config.gswgan()
-        trainer = GeneratorTrainer(self.dataset.num_classes, gswgan, seed=config.seed)
+        trainer = GeneratorTrainer(
+            self.dataset.num_classes, gswgan, seed=config.seed, device=resolve_device(config.device)
+        )
         self.state = ServerState(0, trainer, PrivacyLedger(), self.sampler)
         self.strategy = GSWGANStrategy(
             trainer, self.state.ledger, self.sampler, config.clients_per_step, config.wire_dtype

@@ -78,12 +78,6 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         help="Ray CPUs per virtual client (%(default)s)",
     )
     engine.add_argument(
-        "--gpus-per-client",
-        type=float,
-        default=defaults.gpus_per_client,
-        help="GPU fraction per virtual client (%(default)s)",
-    )
-    engine.add_argument(
         "--ray-cpus",
         type=int,
         default=defaults.ray_cpus,
@@ -106,7 +100,6 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
 def _engine(args: argparse.Namespace) -> EngineOptions:
     return EngineOptions(
         args.cpus_per_client,
-        args.gpus_per_client,
         args.ray_cpus,
         args.object_store_mb,
         args.poll_seconds,

@@ -19,7 +19,6 @@ class EngineOptions:
     """Resources of the simulation engine, not of the run."""
 
     cpus_per_client: float = 1.0
-    gpus_per_client: float = 0.0
     ray_cpus: int = 0  # 0 = all cores
     object_store_mb: int = 512
     poll_seconds: float = 0.01  # engine and grid polling (Flower's own: 0.1, see fast_engine)
@@ -29,14 +28,16 @@ class EngineOptions:
             raise ValueError(f"poll seconds must be positive, got {self.poll_seconds}")
 
 
-def backend_config(options: EngineOptions) -> dict:
+def backend_config(options: EngineOptions, gpus_per_client: float = 0.0) -> dict:
+    """Ray resources: ``gpus_per_client`` is the run config's ``client-num-gpus`` (a fraction
+    lets several clients share one GPU; Ray hides the GPUs from clients that ask for none)."""
     init_args: dict = {"object_store_memory": options.object_store_mb * 1024**2}
     if options.ray_cpus > 0:
         init_args["num_cpus"] = options.ray_cpus
     return {
         "client_resources": {
             "num_cpus": options.cpus_per_client,
-            "num_gpus": options.gpus_per_client,
+            "num_gpus": gpus_per_client,
         },
         "init_args": init_args,
     }
@@ -67,6 +68,6 @@ def run_simulation(config: RunConfig, options: EngineOptions) -> Path:
         server_app=build_server_app(overrides, grid_poll_seconds=options.poll_seconds),
         client_app=build_client_app(overrides),
         num_supernodes=nodes,
-        backend_config=backend_config(options),
+        backend_config=backend_config(options, config.client_num_gpus),
     )
     return Path(config.run_dir)

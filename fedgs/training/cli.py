@@ -37,6 +37,7 @@ LOCAL_KEYS = (
     "eval_every",
     "eval_samples",
     "seed",
+    "device",
 )
 
 
@@ -82,6 +83,7 @@ def _run(args: argparse.Namespace) -> int:
             delta=config.delta,
             accountant=config.accountant,
             seed=config.seed,
+            device=config.device,
         )
         settings = {k.replace("_", "-"): getattr(config, k) for k in LOCAL_KEYS}
         result = run_local_gswgan(dataset, config.gswgan(), options, args.out, settings)

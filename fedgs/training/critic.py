@@ -40,17 +40,20 @@ class PrivateCritic:
         num_classes: int,
         config: GSWGANConfig,
         seed: int,
+        device: torch.device | str = "cpu",
     ) -> None:
         if images.shape[0] == 0:
             raise ValueError("a client needs at least one training image")
-        self.images = images
-        self.labels = labels
+        self.device = torch.device(device)
+        self.images = images.to(self.device)
+        self.labels = labels.to(self.device)
         self.num_classes = num_classes
         self.config = config
-        self.rng = torch.Generator().manual_seed(seed)
+        self.rng = torch.Generator().manual_seed(seed)  # on the CPU: its state moves with D_k
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.critic = ConditionalDCGANDiscriminator(num_classes, config.critic_width)
+        self.critic.to(self.device)
         self.optimizer = _adam(self.critic.parameters(), config.lr_critic, config)
 
     def state_dict(self) -> dict[str, object]:
@@ -69,6 +72,7 @@ class PrivateCritic:
     def _real_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """A batch drawn with replacement, so writers with fewer than B images still work."""
         idx = torch.randint(self.images.shape[0], (self.config.batch_size,), generator=self.rng)
+        idx = idx.to(self.device)
         return self.images[idx], self.labels[idx]
 
     def _critic_step(self, fake: torch.Tensor, fake_labels: torch.Tensor) -> tuple[float, float]:
@@ -77,8 +81,8 @@ class PrivateCritic:
             self.critic,
             real,
             real_labels,
-            fake,
-            fake_labels,
+            fake.to(self.device),
+            fake_labels.to(self.device),
             self.config.gp_weight,
             self.config.drift_weight,
         )
@@ -97,7 +101,9 @@ class PrivateCritic:
         self, fake: torch.Tensor, fake_labels: torch.Tensor, noise: torch.Generator | None = None
     ) -> SanitizedGradient:
         """The sanitized upstream gradient for the server's batch: the client's only release."""
-        grads = generator_upstream_gradient(self.critic, fake, fake_labels)
+        grads = generator_upstream_gradient(
+            self.critic, fake.to(self.device), fake_labels.to(self.device)
+        )
         return sanitize(grads, self.config.clip_norm, self.config.noise_multiplier, noise)
 
     def warm_start(self, steps: int) -> CriticStats:
@@ -107,7 +113,7 @@ class PrivateCritic:
         """
         if steps <= 0:
             return CriticStats(0.0, 0.0, 0)
-        local = LocalGenerator(self.num_classes, self.config, self.rng)
+        local = LocalGenerator(self.num_classes, self.config, self.rng, self.device)
         losses, distances = [], []
         for _ in range(steps):
             fake, labels = local.sample()
@@ -121,19 +127,27 @@ class PrivateCritic:
 class LocalGenerator:
     """The throw-away generator of the warm start, trained non-privately against D_k."""
 
-    def __init__(self, num_classes: int, config: GSWGANConfig, rng: torch.Generator) -> None:
+    def __init__(
+        self,
+        num_classes: int,
+        config: GSWGANConfig,
+        rng: torch.Generator,
+        device: torch.device | str = "cpu",
+    ) -> None:
         self.config = config
         self.num_classes = num_classes
         self.rng = rng
+        self.device = torch.device(device)
         self.generator = ConditionalResNetGenerator(
             num_classes, config.z_dim, config.generator_width
-        )
+        ).to(self.device)
         self.optimizer = _adam(self.generator.parameters(), config.lr_generator, config)
 
     def _latent(self) -> tuple[torch.Tensor, torch.Tensor]:
         b = self.config.batch_size
         z = torch.randn(b, self.config.z_dim, generator=self.rng)
-        return z, torch.randint(self.num_classes, (b,), generator=self.rng)
+        y = torch.randint(self.num_classes, (b,), generator=self.rng)
+        return z.to(self.device), y.to(self.device)
 
     def sample(self) -> tuple[torch.Tensor, torch.Tensor]:
         """A fake batch that keeps its graph, so the generator step reuses this forward pass."""

@@ -27,15 +27,22 @@ class GeneratorQuery:
 class GeneratorTrainer:
     """G, its EMA copy and optimizer; one :meth:`propose` / :meth:`apply` pair per step."""
 
-    def __init__(self, num_classes: int, config: GSWGANConfig, seed: int = 0) -> None:
+    def __init__(
+        self,
+        num_classes: int,
+        config: GSWGANConfig,
+        seed: int = 0,
+        device: torch.device | str = "cpu",
+    ) -> None:
         self.config = config
         self.num_classes = num_classes
-        self.rng = torch.Generator().manual_seed(seed)
+        self.device = torch.device(device)
+        self.rng = torch.Generator().manual_seed(seed)  # on the CPU: the same latents anywhere
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.generator = ConditionalResNetGenerator(
                 num_classes, config.z_dim, config.generator_width
-            )
+            ).to(self.device)
         self.ema = make_ema(self.generator, config.ema_decay)
         self.optimizer = torch.optim.Adam(
             self.generator.parameters(), lr=config.lr_generator, betas=(config.beta1, config.beta2)
@@ -45,7 +52,8 @@ class GeneratorTrainer:
     def latent(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Latent codes and uniform labels: data-independent, so free of privacy cost."""
         z = torch.randn(count, self.config.z_dim, generator=self.rng)
-        return z, torch.randint(self.num_classes, (count,), generator=self.rng)
+        y = torch.randint(self.num_classes, (count,), generator=self.rng)
+        return z.to(self.device), y.to(self.device)
 
     def propose(self, num_clients: int) -> list[GeneratorQuery]:
         """Fresh fake batches for each client; keeps the graph of every client's answer batch."""
@@ -83,7 +91,7 @@ class GeneratorTrainer:
         if not kept:
             return 0
         outputs = torch.cat([answer_batch[k * b : (k + 1) * b] for k in kept])
-        upstream = torch.cat([gradients[k] for k in kept]).view_as(outputs)
+        upstream = torch.cat([gradients[k].to(self.device) for k in kept]).view_as(outputs)
         upstream = smooth_images(upstream, self.config.gradient_smoothing)
         self.optimizer.zero_grad(set_to_none=True)
         outputs.backward(upstream / outputs.shape[0])
@@ -93,13 +101,14 @@ class GeneratorTrainer:
 
     @torch.no_grad()
     def sample(self, labels: torch.Tensor, use_ema: bool = True, seed: int = 0) -> torch.Tensor:
-        """Images for the given labels from the EMA (default) or the raw generator, eval mode."""
+        """Images (on the CPU) for the given labels from the EMA (default) or the raw generator,
+        eval mode."""
         model = self.ema.module if use_ema else self.generator
         was_training = model.training
         model.eval()
         z = torch.randn(
             labels.shape[0], self.config.z_dim, generator=torch.Generator().manual_seed(seed)
         )
-        images = model(z, labels)
+        images = model(z.to(self.device), labels.to(self.device))
         model.train(was_training)
-        return images
+        return images.cpu()

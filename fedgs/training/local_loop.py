@@ -7,7 +7,6 @@ same as in the federated runner: one ledger entry per answered query.
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
@@ -18,6 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from fedgs.data import FederatedDataset
+from fedgs.device import resolve_device, secret_generator
 from fedgs.metrics import GeneratorScores, save_class_grid
 from fedgs.metrics.evaluator import GeneratorEvaluator
 from fedgs.privacy import PrivacyLedger, get_accountant
@@ -48,6 +48,7 @@ class LocalRunOptions:
     delta: float = 1e-5
     accountant: str = "autodp-rdp"
     seed: int = 0
+    device: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -104,13 +105,14 @@ def run_local_gswgan(
         if options.eval_every > 0
         else None
     )
-    trainer = GeneratorTrainer(dataset.num_classes, config, seed=options.seed)
+    device = resolve_device(options.device)
+    trainer = GeneratorTrainer(dataset.num_classes, config, seed=options.seed, device=device)
     initial_scores = evaluator.score(trainer.sample) if evaluator else None
 
     critics = []
     for k in tqdm(range(dataset.num_clients), desc="warm start", unit="client"):
         critic = PrivateCritic(
-            *dataset.client_train(k), dataset.num_classes, config, seed=options.seed + k
+            *dataset.client_train(k), dataset.num_classes, config, options.seed + k, device
         )
         critic.warm_start(options.warm_start_steps)
         critics.append(critic)
@@ -118,7 +120,7 @@ def run_local_gswgan(
     ledger = PrivacyLedger()
     choose = torch.Generator().manual_seed(options.seed + 1)
     # DP noise is never derived from the run seed: whoever knows the seed could subtract it
-    noise = torch.Generator().manual_seed(secrets.randbits(63))
+    noise = secret_generator(device)
     scores = initial_scores
     started = time.perf_counter()
     with tqdm(total=options.steps, desc="GS-WGAN", unit="step") as bar:
