@@ -36,6 +36,7 @@ def main() -> None:
     p.add_argument("--sigma", type=float, default=1.07)
     p.add_argument("--clip", type=float, default=1.0, help="per-sample clipping bound C")
     p.add_argument("--smooth", type=float, default=0.0, help="server-side gradient blur sigma")
+    p.add_argument("--mismatch", type=float, default=0.0, help="critic label-mismatch weight")
     p.add_argument("--eval", type=int, default=500)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", required=True)
@@ -48,6 +49,7 @@ def main() -> None:
         noise_multiplier=a.sigma,
         clip_norm=a.clip,
         gradient_smoothing=a.smooth,
+        label_mismatch_weight=a.mismatch,
         lr_generator=a.lrg,
         lr_critic=a.lrd,
         generator_width=a.gw,

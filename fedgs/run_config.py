@@ -86,6 +86,14 @@ class RunConfig:
             "they reach G: post-processing, no privacy cost; 0 = off, as in the paper"
         },
     )
+    label_mismatch_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "critics also score their real images under wrong labels as fakes, with "
+            "this weight (teaches labels early; local training, no privacy cost); 0 = off, "
+            "as in the paper"
+        },
+    )
     lr_generator: float = field(default=1e-4, metadata={"help": "Adam learning rate of G"})
     lr_critic: float = field(
         default=1e-4, metadata={"help": "Adam learning rate of each private critic"}
@@ -264,6 +272,7 @@ class RunConfig:
             noise_multiplier=self.noise_multiplier,
             clip_norm=self.clip_norm,
             gradient_smoothing=self.gradient_smoothing,
+            label_mismatch_weight=self.label_mismatch_weight,
             lr_generator=self.lr_generator,
             lr_critic=self.lr_critic,
             generator_width=self.generator_width,

@@ -1,7 +1,10 @@
 """WGAN-GP losses and the upstream generator gradient GS-WGAN sanitizes (ALGORITHMS.md s.1).
 
 The critic minimises  mean D(fake) - mean D(real) + gp * mean((||grad D(x_hat)|| - 1)^2)
-+ drift * mean D(real)^2  (the drift term as in the official code). The generator's signal is
++ drift * mean D(real)^2  (the drift term as in the official code), optionally
++ mismatch * (mean D(real, wrong label) - mean D(real, its label)): real images under a wrong
+label scored as fakes (the matching-aware discriminator of Reed et al., 2016), which teaches a
+critic its labels from its own data before the fakes look real. The generator's signal is
 the per-sample upstream gradient d(-D(x_i, y_i)) / d x_i: a 784-vector per sample, never a
 gradient w.r.t. any parameter.
 """
@@ -38,6 +41,15 @@ def _gradient_penalty(
     return ((grads.flatten(1).norm(dim=1) - 1.0) ** 2).mean()
 
 
+def _label_mismatch(
+    critic: nn.Module, real: torch.Tensor, labels: torch.Tensor, real_scores: torch.Tensor
+) -> torch.Tensor:
+    """mean D(real, y') - mean D(real, y) for a uniformly drawn wrong label y' != y."""
+    shift = torch.randint(1, critic.num_classes, labels.shape, device=labels.device)
+    wrong = (labels + shift) % critic.num_classes
+    return critic(real, wrong).mean() - real_scores.mean()
+
+
 def critic_loss(
     critic: nn.Module,
     real: torch.Tensor,
@@ -46,6 +58,7 @@ def critic_loss(
     fake_labels: torch.Tensor,
     gp_weight: float = 10.0,
     drift_weight: float = 1e-3,
+    mismatch_weight: float = 0.0,
 ) -> CriticLoss:
     """WGAN-GP critic loss on one real and one fake batch of equal size."""
     if real.shape[0] != fake.shape[0]:
@@ -58,6 +71,8 @@ def critic_loss(
     penalty = _gradient_penalty(critic, real, fake, real_labels)
     wasserstein = real_scores.mean() - fake_scores.mean()
     loss = -wasserstein + gp_weight * penalty + drift_weight * (real_scores**2).mean()
+    if mismatch_weight > 0:
+        loss = loss + mismatch_weight * _label_mismatch(critic, real, real_labels, real_scores)
     return CriticLoss(loss, float(wasserstein.detach()), float(penalty.detach()))
 
 

@@ -85,6 +85,7 @@ class PrivateCritic:
             fake_labels.to(self.device),
             self.config.gp_weight,
             self.config.drift_weight,
+            self.config.label_mismatch_weight,
         )
         self.optimizer.zero_grad(set_to_none=True)
         result.loss.backward()

@@ -25,6 +25,8 @@ class GSWGANConfig:
     critic_width: int = 64
     # server-side Gaussian blur (pixels) of the sanitized gradients; 0 = off (the paper)
     gradient_smoothing: float = 0.0
+    # weight of real images under wrong labels scored as fakes by the critics; 0 = off (the paper)
+    label_mismatch_weight: float = 0.0
 
     def __post_init__(self) -> None:
         positive = (
@@ -40,10 +42,9 @@ class GSWGANConfig:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.noise_multiplier < 0:
-            raise ValueError(f"noise_multiplier must be >= 0, got {self.noise_multiplier}")
-        if self.gradient_smoothing < 0:
-            raise ValueError(f"gradient_smoothing must be >= 0, got {self.gradient_smoothing}")
+        for name in ("noise_multiplier", "gradient_smoothing", "label_mismatch_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
