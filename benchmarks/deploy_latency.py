@@ -1,0 +1,193 @@
+"""Wall time per generator step: real deployment vs Flower's simulation engine vs pure compute.
+
+Usage: python benchmarks/deploy_latency.py --nodes 3 --steps 12 --out runs/latency
+Runs, one after the other, the same GS-WGAN steps (embedded data in one client per node, no
+warm start, no evaluation, one client per step; every process with ``--threads`` torch threads):
+  compute      the step's computation in this process: G's fakes through the wire format,
+               the node's critic (in memory) trains and answers, G applies the reply; no
+               messages, no disk;
+  simulation   fedgs simulate (Ray, in-memory messages; critics on disk between messages);
+  deploy       fedgs deploy local: TLS, node authentication, ClientApp processes forked from a
+               SuperExec that imported the app once, 50 ms task and reply polls;
+  deploy-cold  the same deployment with Flower's defaults: a fresh `flwr-clientapp` interpreter
+               per message (imports Flower, torch, the app), 1 s task and 3 s reply polls.
+Each mode gives the median, min and max wall seconds per step over steps 2..N (the first step
+pays one-off start-up) and its median's ratio to the compute medians of the same invocation,
+wall and CPU (compute-cpu: the process's CPU seconds, what the step costs without waiting for a
+core). It prints one JSON line per row and a table, and writes OUT/latency.json; the load
+average is recorded before and after each mode, since the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from fedgs import protocol
+from fedgs.client.session import dataset_for
+from fedgs.deploy.launcher import LocalDeployment, LocalOptions
+from fedgs.device import secret_generator
+from fedgs.run_config import RunConfig
+from fedgs.training.critic import PrivateCritic
+from fedgs.training.generator import GeneratorTrainer
+
+
+def _step_seconds(run_dir: Path) -> list[float]:
+    with (run_dir / "metrics.csv").open(newline="") as handle:
+        seconds = [float(r["seconds"]) for r in csv.DictReader(handle)]
+    return _differences(seconds)
+
+
+def _settings(a: argparse.Namespace) -> dict[str, object]:
+    return {
+        "num-clients": a.nodes,
+        "min-nodes": a.nodes,
+        "steps": a.steps,
+        "batch-size": a.batch_size,
+        "critic-steps": a.critic_steps,
+        "generator-width": a.width,
+        "critic-width": a.width,
+        "warm-start-steps": 0,
+        "eval-every": 0,
+        "checkpoint-every": a.steps,
+    }
+
+
+def _fedgs(a: argparse.Namespace, command: list[str], out: Path) -> list[float]:
+    env = os.environ | {"OMP_NUM_THREADS": str(a.threads), "MKL_NUM_THREADS": str(a.threads)}
+    argv = [sys.executable, "-m", "fedgs.cli", *command, "--out", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(argv)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    return _step_seconds(out)
+
+
+def _options(settings: dict[str, object]) -> list[str]:
+    return [token for key, value in settings.items() for token in (f"--{key}", str(value))]
+
+
+def _differences(seconds: list[float]) -> list[float]:
+    return [later - earlier for earlier, later in zip(seconds, seconds[1:], strict=False)]
+
+
+def run_compute(a: argparse.Namespace, out: Path) -> dict[str, list[float]]:
+    """The step's computation alone, in this process: G proposes, the wire format encodes and
+    checks both ways, the node's critic (in memory, no disk) trains and answers, G applies.
+    Wall and CPU seconds: on a shared machine the wall time includes waiting for a core."""
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    config = RunConfig.from_user_config(_settings(a))
+    gswgan, device = config.gswgan(), torch.device("cpu")
+    dataset = dataset_for(config)
+    trainer = GeneratorTrainer(dataset.num_classes, gswgan, seed=config.seed, device=device)
+    critics = [
+        PrivateCritic(*dataset.client_train(k), dataset.num_classes, gswgan, k, device)
+        for k in range(dataset.num_clients)
+    ]
+    noise = secret_generator(device)
+    bound = protocol.plausible_magnitude(gswgan.clip_norm, gswgan.noise_multiplier)
+    wall, cpu = [], []
+    started, cpu_started = time.perf_counter(), time.process_time()
+    for step in range(a.steps):
+        (query,) = trainer.propose(1)
+        fakes = protocol.decode_fakes(
+            protocol.encode_fakes(query.images, query.labels), dataset.num_classes
+        )
+        critic = critics[step % len(critics)]
+        critic.train_on(fakes.pairs())
+        sanitized = critic.answer(fakes.images[-1], fakes.labels[-1], noise)
+        reply = protocol.encode_gradient(sanitized)
+        trainer.apply([protocol.decode_gradient(reply, gswgan.batch_size, bound)])
+        wall.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - cpu_started)
+    return {"compute": _differences(wall), "compute-cpu": _differences(cpu)}
+
+
+def run_simulation(a: argparse.Namespace, out: Path) -> list[float]:
+    return _fedgs(a, ["simulate", *_options(_settings(a)), "--ray-cpus", str(a.cpus)], out)
+
+
+def run_deployment(a: argparse.Namespace, out: Path, warm: bool) -> list[float]:
+    options = LocalOptions(nodes=a.nodes, warm=warm, threads=a.threads)
+    with LocalDeployment(out, options) as deployment:  # components run in `out`: absolute paths
+        result = deployment.run(_settings(a) | {"run-dir": str(deployment.run_dir)})
+    if not result.ok:
+        raise RuntimeError(f"the {out.name} run did not complete: {result}")
+    return _step_seconds(deployment.run_dir)
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--nodes", type=int, default=3)
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--critic-steps", type=int, default=5)
+    p.add_argument("--width", type=int, default=16)
+    p.add_argument("--threads", type=int, default=1, help="torch threads of every process")
+    p.add_argument("--cpus", type=int, default=2, help="Ray CPUs of the simulation")
+    p.add_argument("--modes", nargs="+", default=["compute", "simulation", "deploy", "deploy-cold"])
+    p.add_argument("--out", type=Path, required=True)
+    a = p.parse_args()
+    if a.steps < 3:
+        p.error("--steps must be at least 3 (the first step is left out of the statistics)")
+    runners: dict[str, Callable[[Path], dict[str, list[float]]]] = {
+        "compute": lambda out: run_compute(a, out),
+        "simulation": lambda out: {"simulation": run_simulation(a, out)},
+        "deploy": lambda out: {"deploy": run_deployment(a, out, warm=True)},
+        "deploy-cold": lambda out: {"deploy-cold": run_deployment(a, out, warm=False)},
+    }
+    unknown = set(a.modes) - set(runners)
+    if unknown:
+        p.error(f"unknown modes {sorted(unknown)}; choose from {sorted(runners)}")
+    rows = []
+    for mode in a.modes:
+        before = load_average()
+        measured = runners[mode](a.out / mode)
+        after = load_average()
+        for name, steps in measured.items():
+            row = {
+                "mode": name,
+                "median_s": statistics.median(steps),
+                "min_s": min(steps),
+                "max_s": max(steps),
+                "steps": len(steps),
+                "load_before": before,
+                "load_after": after,
+            }
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    medians = {r["mode"]: r["median_s"] for r in rows}
+    for row in rows:
+        for reference in ("compute", "compute-cpu"):
+            if reference in medians:
+                row[f"x_{reference}"] = row["median_s"] / medians[reference]
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "latency.json").write_text(
+        json.dumps({"args": vars(a) | {"out": str(a.out)}, "rows": rows}, indent=1)
+    )
+    print("| mode | median s/step | min | max | x compute | x compute CPU | load before; after |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    for r in rows:
+        ratios = [f"{r[k]:.2f}" if k in r else "-" for k in ("x_compute", "x_compute-cpu")]
+        print(
+            f"| {r['mode']} | {r['median_s']:.3f} | {r['min_s']:.3f} | {r['max_s']:.3f} | "
+            f"{' | '.join(ratios)} | {r['load_before']}; {r['load_after']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
