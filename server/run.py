@@ -17,11 +17,10 @@ from dataclasses import asdict
 
 import numpy as np
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Message, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord
 from flwr.serverapp import Grid
 from tqdm.auto import tqdm
 
-from fedgs import protocol
 from fedgs.client.session import dataset_for
 from fedgs.comm import message_bytes
 from fedgs.device import resolve_device
@@ -32,6 +31,7 @@ from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import ServerState, load_checkpoint, save_checkpoint, save_ledger
 from fedgs.server.fedavg_strategy import FedAvgGANStrategy
 from fedgs.server.strategy import GSWGANStrategy, StepOutcome
+from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.run_dir import RunDirectory
 
@@ -52,7 +52,6 @@ METRIC_COLUMNS = (
     "fid_domain",
     "label_agreement",
 )
-WARM_START_CHUNK = 32
 
 
 def wait_for_nodes(grid: Grid, count: int, timeout: float) -> list[int]:
@@ -66,40 +65,6 @@ def wait_for_nodes(grid: Grid, count: int, timeout: float) -> list[int]:
             )
         time.sleep(0.2)
     return nodes
-
-
-def warm_start_clients(grid: Grid, config: RunConfig) -> dict[str, int]:
-    """Ask every node to warm-start its critic (idempotent on the client side)."""
-    nodes = sorted(grid.get_node_ids())
-    done = failed = 0
-    with tqdm(total=len(nodes), desc="warm start", unit="client") as bar:
-        for start in range(0, len(nodes), WARM_START_CHUNK):
-            messages = [
-                Message(
-                    RecordDict(
-                        {
-                            protocol.WARM_START_CONFIG: ConfigRecord(
-                                {protocol.STEPS: config.warm_start_steps}
-                            )
-                        }
-                    ),
-                    dst_node_id=node,
-                    message_type=protocol.WARM_START,
-                )
-                for node in nodes[start : start + WARM_START_CHUNK]
-            ]
-            for reply in grid.send_and_receive(messages, timeout=config.reply_timeout):
-                if reply.has_error():
-                    failed += 1
-                    logger.warning(
-                        "warm start failed on node %s: %s",
-                        reply.metadata.src_node_id,
-                        reply.error.reason,
-                    )
-                else:
-                    done += 1
-            bar.update(len(messages))
-    return {"warm_started": done, "warm_start_failed": failed}
 
 
 class FederatedRun(ABC):

@@ -20,8 +20,9 @@ from fedgs.privacy.teacher_events import TeacherKind
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import CHECKPOINT_NAME
-from fedgs.server.run import FederatedRun, wait_for_nodes, warm_start_clients
+from fedgs.server.run import FederatedRun, wait_for_nodes
 from fedgs.server.teacher_strategy import TeacherStrategy
+from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.run_dir import write_atomic
 

@@ -1,0 +1,136 @@
+"""Warm start of every client's critic: many nodes in flight at once, resumable, timed.
+
+The simulation engine runs one ClientApp per Ray actor (and a deployment one per SuperNode), so
+the server keeps a sliding window of warm-start messages in flight: every actor stays busy until
+the last client, with no barrier between chunks, and each message gets its own timeout.
+Resuming: a client records in its own state file that it is warm-started and answers a second
+request at once without training (``ClientSession.warm_start``); the server writes its progress
+to ``warm_start.json`` (clients trained, time spent) while it runs; a resumed run skips the
+phase when an earlier attempt with the same steps and state directory completed it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.serverapp import Grid
+from tqdm.auto import tqdm
+
+from fedgs import protocol
+from fedgs.client.session import state_dir_for
+from fedgs.run_config import RunConfig
+from fedgs.training.run_dir import write_atomic
+
+logger = logging.getLogger("fedgs.server")
+
+WARM_START_JSON = "warm_start.json"
+IN_FLIGHT = 64  # messages queued in the engine at once: many more than actors, few enough to time
+SAVE_EVERY_SECONDS = 1.0
+
+
+@dataclass
+class WarmStartProgress:
+    """What ``warm_start.json`` holds: the clients trained so far, over every attempt."""
+
+    steps: int
+    state_dir: str
+    trained: list[str] = field(default_factory=list)  # client ids, in order of completion
+    already_warm: int = 0  # replies (this attempt) from clients an earlier attempt trained
+    failed: int = 0  # this attempt
+    seconds: float = 0.0  # wall time of every attempt together
+    complete: bool = False
+
+    def save(self, run_dir: Path) -> None:
+        write_atomic(
+            run_dir / WARM_START_JSON, (json.dumps(asdict(self), indent=1) + "\n").encode()
+        )
+
+    @classmethod
+    def load(cls, run_dir: Path) -> WarmStartProgress | None:
+        path = run_dir / WARM_START_JSON
+        return cls(**json.loads(path.read_text())) if path.exists() else None
+
+
+def _request(node: int, steps: int) -> Message:
+    content = RecordDict({protocol.WARM_START_CONFIG: ConfigRecord({protocol.STEPS: steps})})
+    return Message(content, dst_node_id=node, message_type=protocol.WARM_START)
+
+
+def _record(reply: Message, progress: WarmStartProgress, trained: set[str]) -> None:
+    if reply.has_error():
+        progress.failed += 1
+        logger.warning(
+            "warm start failed on node %s: %s", reply.metadata.src_node_id, reply.error.reason
+        )
+        return
+    metrics = reply.content.metric_records.get(protocol.METRICS, {})
+    identity = reply.content.config_records.get(protocol.CLIENT, {})
+    client = str(identity.get(protocol.CLIENT_ID, f"node-{reply.metadata.src_node_id}"))
+    if int(metrics.get("warm-start-steps", 0)) == 0 and progress.steps > 0:
+        progress.already_warm += 1
+    if client not in trained:
+        trained.add(client)
+        progress.trained.append(client)
+
+
+def warm_start_clients(
+    grid: Grid, config: RunConfig, in_flight: int = IN_FLIGHT
+) -> WarmStartProgress:
+    """Ask every node to warm-start its critic, ``in_flight`` requests at a time."""
+    run_dir = Path(config.run_dir)
+    progress = WarmStartProgress(config.warm_start_steps, str(state_dir_for(config).resolve()))
+    previous = WarmStartProgress.load(run_dir) if config.resume else None
+    if previous is not None and (previous.steps, previous.state_dir) == (
+        progress.steps,
+        progress.state_dir,
+    ):
+        if previous.complete:
+            logger.info(
+                "warm start: done by an earlier attempt (%d clients)", len(previous.trained)
+            )
+            return previous
+        progress.trained, progress.seconds = previous.trained, previous.seconds
+    earlier, started, saved = progress.seconds, time.monotonic(), 0.0
+    trained = set(progress.trained)
+    waiting = sorted(grid.get_node_ids())
+    pending: dict[str, float] = {}  # message id -> when it was pushed
+    pull_interval = getattr(grid, "pull_interval", 0.1)
+    with tqdm(total=len(waiting), desc="warm start", unit="client") as bar:
+        while waiting or pending:
+            free = in_flight - len(pending)
+            batch = [_request(node, progress.steps) for node in waiting[:free]]
+            del waiting[:free]
+            now = time.monotonic()
+            pending |= dict.fromkeys(grid.push_messages(batch), now)
+            replies = list(grid.pull_messages(list(pending)))
+            for reply in replies:
+                pending.pop(reply.metadata.reply_to_message_id, None)
+                _record(reply, progress, trained)
+            expired = [m for m, pushed in pending.items() if now - pushed > config.reply_timeout]
+            for message_id in expired:
+                del pending[message_id]
+                progress.failed += 1
+                logger.warning("warm start: no reply in %g s", config.reply_timeout)
+            bar.update(len(replies) + len(expired))
+            progress.seconds = earlier + time.monotonic() - started
+            if time.monotonic() - saved > SAVE_EVERY_SECONDS:
+                progress.save(run_dir)
+                saved = time.monotonic()
+            if not replies:
+                time.sleep(pull_interval)
+    progress.complete = progress.failed == 0
+    progress.seconds = earlier + time.monotonic() - started
+    progress.save(run_dir)
+    logger.info(
+        "warm start: %d clients warm (%d already were), %d failed, %.1f s",
+        len(progress.trained),
+        progress.already_warm,
+        progress.failed,
+        progress.seconds,
+    )
+    return progress
