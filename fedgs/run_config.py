@@ -168,6 +168,13 @@ class RunConfig:
         default="autodp-rdp",
         metadata={"help": "autodp-rdp, dp-accounting-rdp or dp-accounting-pld"},
     )
+    max_minutes: float = field(
+        default=0.0,
+        metadata={
+            "help": "wall-clock budget of the run in minutes, warm start included: the step "
+            "that starts after it is the last (scored and checkpointed); 0 = no limit"
+        },
+    )
     target_epsilon: float = field(
         default=0.0,
         metadata={"help": "stop before the run epsilon (untrusted server) passes this; 0 = off"},
@@ -243,6 +250,8 @@ class RunConfig:
             raise ValueError(f"unknown device {self.device!r} (known: {', '.join(DEVICES)})")
         if self.client_num_gpus < 0:
             raise ValueError(f"client-num-gpus must be >= 0, got {self.client_num_gpus}")
+        if self.max_minutes < 0:
+            raise ValueError(f"max-minutes must be >= 0, got {self.max_minutes}")
 
         if self.wire_dtype not in WIRE_DTYPES:
             raise ValueError(

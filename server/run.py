@@ -11,6 +11,7 @@ a measurement convenience of simulation, never an input to training.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict
@@ -137,8 +138,9 @@ class FederatedRun(ABC):
         save_class_grid(self.sample, num_classes, self.out.samples / f"step_{step:06d}.png")
         return self.evaluator.score(self.sample) if self.evaluator else None
 
-    def _step(self, grid: Grid, step: int, started: float) -> dict:
-        """One generator step (round); returns its metrics row."""
+    def _step(self, grid: Grid, step: int, started: float, last: bool) -> dict:
+        """One generator step (round); returns its metrics row. The last one is always scored
+        and checkpointed."""
         c = self.config
         messages = list(self.strategy.configure_train(step, ArrayRecord(), ConfigRecord(), grid))
         bytes_down = sum(message_bytes(m) for m in messages)
@@ -161,12 +163,12 @@ class FederatedRun(ABC):
             "seconds": time.perf_counter() - started,
         }
         row |= self.step_metrics(outcome) | self.privacy_row()
-        if c.eval_every > 0 and (step % c.eval_every == 0 or step == c.steps):
+        if c.eval_every > 0 and (step % c.eval_every == 0 or last):
             scores = self._score(step)
             if scores is not None:
                 self.final_scores = scores
                 row |= {k: v for k, v in scores.to_dict().items() if k in row}
-        if step % c.checkpoint_every == 0 or step == c.steps:
+        if step % c.checkpoint_every == 0 or last:
             row |= self.checkpoint()
         self.out.append_metrics(row)
         return row
@@ -177,6 +179,8 @@ class FederatedRun(ABC):
 
     def run(self, grid: Grid) -> None:
         c = self.config
+        # the wall-clock budget counts from here: waiting for nodes and the warm start included
+        deadline = time.monotonic() + 60 * c.max_minutes if c.max_minutes > 0 else math.inf
         resumed = c.resume and self.load_checkpoint()
         wait_for_nodes(grid, max(c.min_nodes, 1), c.reply_timeout)
         if not resumed:
@@ -196,16 +200,23 @@ class FederatedRun(ABC):
                     logger.warning(
                         "stopping before step %d: target epsilon %g reached", step, c.target_epsilon
                     )
+                    if self.step % c.checkpoint_every != 0:
+                        self.checkpoint()  # keep what was done
                     break
-                row = self._step(grid, step, started)
+                last = step == c.steps or time.monotonic() >= deadline
+                row = self._step(grid, step, started, last)
                 loss = row["critic_loss"]
                 bar.set_postfix(
                     eps=f"{row[self.epsilon_column]:.3g}",
                     loss="-" if loss is None else f"{loss:.2f}",
                 )
                 bar.update()
-        if self.step % c.checkpoint_every != 0 and self.step != c.steps:
-            self.checkpoint()  # stopped early (target epsilon): keep what was done
+                if last:
+                    break
+        if self.step < c.steps and time.monotonic() >= deadline:
+            logger.warning(
+                "stopped after step %d: %g-minute budget spent", self.step, c.max_minutes
+            )
         torch.save(self.final_payload(), self.out.generator_pt)
 
 

@@ -92,6 +92,24 @@ def test_simulate_writes_every_output(tmp_path: Path) -> None:
     assert len(list((run_dir / "client-state").glob("*.pt"))) == 6  # every client warm-started
 
 
+def test_spent_time_budget_ends_the_run_with_every_output(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = subprocess.run(  # 0.6 ms: spent before the first step, which is then the last
+        _command(run_dir, "--steps", "500", "--max-minutes", "0.00001", "--eval-samples", "200"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "budget spent" in done.stdout + done.stderr
+    rows = _rows(run_dir)
+    assert [int(r["step"]) for r in rows] == [1]
+    assert rows[0]["fid_domain"]  # the last step is scored even off the eval schedule
+    assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["step"] == 1
+    assert json.loads((run_dir / "privacy.json").read_text())["steps"] == 1
+    assert (run_dir / "generator.pt").stat().st_size > 0
+
+
 def test_killed_run_resumes_with_its_ledger_intact(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     process = subprocess.Popen(
