@@ -1,0 +1,83 @@
+"""CI-sized runs of every benchmark script: they finish and their outputs are complete and
+consistent. Never a speed assertion: timings on CI machines mean nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+TINY = ["--dataset", "embedded", "--data-dir", ""]
+
+
+def _run(script: str, *args: str, timeout: int = 300) -> str:
+    env = os.environ | {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_flower_overhead(tmp_path: Path) -> None:
+    out = _run("flower_overhead.py", *TINY, "--clients", "4", "--m", "1", "--steps", "4",
+               "--repeats", "1", "--paths", "flower", "--width", "4", "--B", "8",
+               "--out", str(tmp_path))  # fmt: skip
+    result = json.loads((tmp_path / "overhead.json").read_text())
+    assert [(r["m"], r["path"], r["runs"]) for r in result["table"]] == [
+        (1, "plain", 1),
+        (1, "flower", 1),
+    ]
+    plain, flower = result["table"]
+    assert plain["ratio_to_plain"] == 1.0 and plain["s_per_step"] > 0
+    assert flower["ratio_to_plain"] == pytest.approx(plain["s_per_step"] / flower["s_per_step"])
+    assert "| 1 | flower | 1 |" in out and result["load_before"]
+
+
+def test_profile_step(tmp_path: Path) -> None:
+    overhead = tmp_path / "overhead.json"
+    table = [
+        {"m": 1, "path": "plain", "s_per_step": 0.2},
+        {"m": 1, "path": "flower", "s_per_step": 0.3},
+    ]
+    overhead.write_text(json.dumps({"table": table}))
+    out = _run("profile_step.py", *TINY, "--clients", "4", "--repeats", "2", "--width", "4",
+               "--B", "8", "--overhead", str(overhead), "--out", str(tmp_path))  # fmt: skip
+    result = json.loads((tmp_path / "profile.json").read_text())
+    parts = {r["part"]: r for r in result["rows"]}
+    assert len(parts) >= 15 and all(r["ms"] > 0 and r["calls"] >= 1 for r in parts.values())
+    assert parts["critic step (WGAN-GP, Adam)"]["calls"] == 2  # n_dis critic steps per query
+    assert "Flower round trip" in out and "measured step: flower" in out
+    assert not list(tmp_path.glob("tmp*"))  # the scratch client state is removed
+
+
+def test_gpu_scale_runs_its_code_on_the_cpu(tmp_path: Path) -> None:
+    _run("gpu_scale.py", *TINY, "--device", "cpu", "--clients", "4", "--m", "1", "--steps", "4",
+         "--width", "4", "--B", "8", "--cpus", "2", "--out", str(tmp_path))  # fmt: skip
+    result = json.loads((tmp_path / "gpu_scale.json").read_text())
+    plain, flower = result["rows"]
+    assert (plain["path"], flower["path"]) == ("plain", "flower") and result["device"] == "cpu"
+    assert flower["ratio_to_plain"] == pytest.approx(plain["s_per_step"] / flower["s_per_step"])
+    config = json.loads((tmp_path / "k4-m1-flower" / "config.json").read_text())
+    assert config["device"] == "cpu" and config["client-num-gpus"] == 0.0
+
+
+def test_population(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    _run("population.py", *TINY, "--clients", "6", "--warm-start-steps", "1", "--steps", "4",
+         "--ndis", "1", "--out", str(out))  # fmt: skip
+    result = json.loads((out / "population.json").read_text())
+    assert result["warm_started_clients"] == 6 and result["client_state_files"] == 6
+    assert result["peak_memory_gib"] > 0 and result["client_state_mib"] > 0
+    assert result["warm_start_s"] > 0 and result["s_per_step"] > 0
