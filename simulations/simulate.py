@@ -2,7 +2,9 @@
 
 Every client is a virtual SuperNode running the real ClientApp; the real ServerApp drives them.
 Ray is bound to 127.0.0.1 (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, see PLATFORM_NOTES) and its object
-store is capped.
+store is capped. Ray starts its workers at nice 15; here the worker actors are the clients' whole
+workload, so they run at the driver's priority (RAY_worker_niceness=0): niced, any other job on
+the machine starves the simulation.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ def run_simulation(config: RunConfig, options: EngineOptions) -> Path:
     """Run the ServerApp and ClientApp on Ray; returns the run directory."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray port on 127.0.0.1 only
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    os.environ.setdefault("RAY_worker_niceness", "0")  # Ray's default: 15
     from flwr.simulation import run_simulation as flower_run_simulation
 
     from fedgs.client.app import build_client_app

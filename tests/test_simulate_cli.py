@@ -51,6 +51,23 @@ def _ledger_total(path: Path) -> int:
     return sum(PrivacyLedger.from_json(path.read_text()).query_counts().values())
 
 
+def _client_actor_niceness(group: int) -> list[int]:
+    """Niceness of the Ray actors (they run the ClientApps) in a process group."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            name, rest = stat.read_text().rsplit(")", 1)
+            fields = rest.split()
+            if (
+                int(fields[2]) == group
+                and "ClientAppActor" in name + (stat.parent / "cmdline").read_text()
+            ):
+                found.append(int(fields[16]))  # field 19 of /proc/PID/stat: nice
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
 def _client_ledgers_total(state_dir: Path) -> int:
     total = 0
     for path in state_dir.glob("*.pt"):
@@ -125,6 +142,9 @@ def test_killed_run_resumes_with_its_ledger_intact(tmp_path: Path) -> None:
             assert process.poll() is None, "the run ended before it could be killed"
             assert time.monotonic() < deadline, "the run made no progress"
             time.sleep(0.2)
+        # the actors do the clients' work: not niced below the driver (Ray's default is 15)
+        niceness = _client_actor_niceness(process.pid)
+        assert niceness and set(niceness) == {os.nice(0)}, niceness
     finally:
         os.killpg(process.pid, signal.SIGKILL)  # the driver and every Ray process it started
         process.wait(timeout=60)
