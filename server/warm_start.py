@@ -106,17 +106,21 @@ def warm_start_clients(
             batch = [_request(node, progress.steps) for node in waiting[:free]]
             del waiting[:free]
             now = time.monotonic()
-            pending |= dict.fromkeys(grid.push_messages(batch), now)
+            # The link refuses a message (unknown node, malformed) by leaving out or nulling its id.
+            pushed = [message_id for message_id in grid.push_messages(batch) if message_id]
+            refused = len(batch) - len(pushed)
+            progress.failed += refused
+            pending |= dict.fromkeys(pushed, now)
             replies = list(grid.pull_messages(list(pending)))
             for reply in replies:
                 pending.pop(reply.metadata.reply_to_message_id, None)
                 _record(reply, progress, trained)
-            expired = [m for m, pushed in pending.items() if now - pushed > config.reply_timeout]
+            expired = [m for m, at in pending.items() if now - at > config.reply_timeout]
             for message_id in expired:
                 del pending[message_id]
                 progress.failed += 1
                 logger.warning("warm start: no reply in %g s", config.reply_timeout)
-            bar.update(len(replies) + len(expired))
+            bar.update(refused + len(replies) + len(expired))
             progress.seconds = earlier + time.monotonic() - started
             if time.monotonic() - saved > SAVE_EVERY_SECONDS:
                 progress.save(run_dir)
