@@ -10,8 +10,8 @@ import torch
 
 from fedgs.run_config import RunConfig
 from fedgs.server.datalens_strategy import DataLensSettings, DataLensStrategy
+from fedgs.server.replies import StepOutcome
 from fedgs.server.run import METRIC_COLUMNS
-from fedgs.server.strategy import StepOutcome
 from fedgs.server.teacher_run import TeacherRun, generator_state, load_generator_state
 from fedgs.training.generator import GeneratorTrainer
 

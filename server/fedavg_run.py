@@ -18,8 +18,8 @@ from fedgs.privacy import FedAvgLedger
 from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import CHECKPOINT_NAME
 from fedgs.server.fedavg_strategy import FedAvgGANStrategy
+from fedgs.server.replies import StepOutcome
 from fedgs.server.run import METRIC_COLUMNS, FederatedRun
-from fedgs.server.strategy import StepOutcome
 from fedgs.training.fedavg_gan import FedAvgGANTrainer
 from fedgs.training.run_dir import write_atomic
 

@@ -15,18 +15,17 @@ from collections.abc import Iterable
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import Strategy
 
 from fedgs import protocol, protocol_fedavg
 from fedgs.privacy import FedAvgLedger
 from fedgs.privacy.dp_fedavg import clip_delta, noisy_mean
-from fedgs.server.strategy import StepOutcome
+from fedgs.server.replies import ServerScoredStrategy, StepOutcome, expected_replies
 from fedgs.training.fedavg_gan import FedAvgGANTrainer, critic_weights
 
 logger = logging.getLogger("fedgs.server")
 
 
-class FedAvgGANStrategy(Strategy):
+class FedAvgGANStrategy(ServerScoredStrategy):
     """Fed-Avg GAN in the shape of a Flower strategy (configure / aggregate per round)."""
 
     def __init__(
@@ -111,27 +110,18 @@ class FedAvgGANStrategy(Strategy):
         shapes = {n: tuple(p.shape) for n, p in self.trainer.critic.named_parameters()}
         outcome = StepOutcome(sampled=len(self._pending))
         clipped = []
-        for reply in replies:
+        for reply in expected_replies(replies, self._pending, outcome):
             node = reply.metadata.src_node_id
-            if node not in self._pending:
-                outcome.drop_reasons.append(f"node {node}: unexpected reply")
-                continue
-            self._pending.discard(node)
-            if reply.has_error():
-                outcome.drop_reasons.append(f"node {node}: {reply.error.reason}")
-                continue
             try:
                 clipped.append(self._clipped_delta(reply, shapes))
             except (protocol.ProtocolError, ValueError, TypeError) as error:
-                outcome.drop_reasons.append(f"node {node}: {error}")
+                outcome.drop(node, error)
                 continue
             metrics = dict(reply.content.metric_records.get(protocol.METRICS, {}))
             norm = float(metrics.get("delta-norm", np.nan))
             outcome.client_metrics.append(metrics | {"clipped-fraction": float(norm > c.clip_norm)})
-        outcome.drop_reasons.extend(f"node {n}: no reply" for n in self._pending)
+        outcome.close(self._pending, server_round, unit="round")
         self._pending = set()
-        for reason in outcome.drop_reasons:
-            logger.warning("round %d: dropped reply from %s", server_round, reason)
         expected = min(c.clients_per_round, self._population)
         mean = noisy_mean(clipped, list(shapes.values()), c.clip_norm, c.noise_multiplier, expected)
         self.ledger.record_round(c.clients_per_round, self._population)
@@ -140,13 +130,3 @@ class FedAvgGANStrategy(Strategy):
         outcome.dropped = outcome.sampled - outcome.answered
         self.last_outcome = outcome
         return None, MetricRecord({"answered": outcome.answered})
-
-    def configure_evaluate(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        return []
-
-    def aggregate_evaluate(
-        self, server_round: int, replies: Iterable[Message]
-    ) -> MetricRecord | None:
-        return None

@@ -9,8 +9,8 @@ import torch
 
 from fedgs.run_config import RunConfig
 from fedgs.server.pate_strategy import PateGANStrategy, PateSettings
+from fedgs.server.replies import StepOutcome
 from fedgs.server.run import METRIC_COLUMNS
-from fedgs.server.strategy import StepOutcome
 from fedgs.server.teacher_run import TeacherRun, generator_state, load_generator_state
 from fedgs.training.pate_gan import PateGANTrainer
 

@@ -31,7 +31,8 @@ from fedgs.privacy import PrivacyLedger
 from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import ServerState, load_checkpoint, save_checkpoint, save_ledger
 from fedgs.server.fedavg_strategy import FedAvgGANStrategy
-from fedgs.server.strategy import GSWGANStrategy, StepOutcome
+from fedgs.server.replies import StepOutcome
+from fedgs.server.strategy import GSWGANStrategy
 from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.run_dir import RunDirectory

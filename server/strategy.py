@@ -11,37 +11,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import Strategy
 
 from fedgs import protocol
 from fedgs.privacy import PrivacyLedger
+from fedgs.server.replies import ServerScoredStrategy, StepOutcome, expected_replies
 from fedgs.training.generator import GeneratorTrainer
 
 logger = logging.getLogger("fedgs.server")
 
 
-@dataclass
-class StepOutcome:
-    """What one generator step achieved, for the metrics CSV and the progress bar."""
-
-    sampled: int
-    answered: int = 0
-    dropped: int = 0
-    client_metrics: list[dict[str, float]] = field(default_factory=list)
-    drop_reasons: list[str] = field(default_factory=list)
-
-    def mean(self, key: str) -> float | None:
-        values = [m[key] for m in self.client_metrics if key in m]
-        return float(np.mean(values)) if values else None
-
-
-class GSWGANStrategy(Strategy):
+class GSWGANStrategy(ServerScoredStrategy):
     """Federated GS-WGAN in the shape of a Flower strategy (configure / aggregate per step)."""
 
     def __init__(
@@ -57,7 +41,8 @@ class GSWGANStrategy(Strategy):
         self.sampler = sampler
         self.clients_per_step = clients_per_step
         self.wire_dtype = wire_dtype
-        self._pending: dict[int, int] = {}  # node id -> index of its query in this step
+        self._pending: set[int] = set()  # nodes asked this step that have not answered
+        self._slots: dict[int, int] = {}  # node id -> index of its query in this step
         self._population = 0
         self.last_outcome: StepOutcome | None = None
 
@@ -92,7 +77,8 @@ class GSWGANStrategy(Strategy):
         """Fake batches for m uniformly sampled nodes. ``arrays`` is unused: G never leaves."""
         nodes = self.sample_nodes(grid)
         queries = self.trainer.propose(len(nodes))
-        self._pending = {node: k for k, node in enumerate(nodes)}
+        self._slots = {node: k for k, node in enumerate(nodes)}
+        self._pending = set(nodes)
         messages = []
         for node, query in zip(nodes, queries, strict=True):
             fakes = protocol.encode_fakes(query.images, query.labels, self.wire_dtype)
@@ -118,18 +104,11 @@ class GSWGANStrategy(Strategy):
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         config = self.trainer.config
-        outcome = StepOutcome(sampled=len(self._pending))
-        gradients: list[torch.Tensor | None] = [None] * len(self._pending)
+        outcome = StepOutcome(sampled=len(self._slots))
+        gradients: list[torch.Tensor | None] = [None] * len(self._slots)
         bound = protocol.plausible_magnitude(config.clip_norm, config.noise_multiplier)
-        for reply in replies:
+        for reply in expected_replies(replies, self._pending, outcome):
             node = reply.metadata.src_node_id
-            index = self._pending.pop(node, None)
-            if index is None:
-                outcome.drop_reasons.append(f"node {node}: unexpected reply")
-                continue
-            if reply.has_error():
-                outcome.drop_reasons.append(f"node {node}: {reply.error.reason}")
-                continue
             metrics = dict(reply.content.metric_records.get(protocol.METRICS, {}))
             self._record_cost(reply, metrics)
             try:
@@ -137,15 +116,15 @@ class GSWGANStrategy(Strategy):
                 if record is None:
                     raise protocol.ProtocolError(f"reply has no '{protocol.SANITIZED}' ArrayRecord")
                 arrays = {k: a.numpy() for k, a in record.items()}
-                gradients[index] = protocol.decode_gradient(arrays, config.batch_size, bound)
+                gradients[self._slots[node]] = protocol.decode_gradient(
+                    arrays, config.batch_size, bound
+                )
             except (protocol.ProtocolError, ValueError, TypeError) as error:
-                outcome.drop_reasons.append(f"node {node}: {error}")
+                outcome.drop(node, error)
                 continue
             outcome.client_metrics.append(metrics)
-        outcome.drop_reasons.extend(f"node {n}: no reply" for n in self._pending)
-        self._pending = {}
-        for reason in outcome.drop_reasons:
-            logger.warning("step %d: dropped reply from %s", server_round, reason)
+        outcome.close(self._pending, server_round)
+        self._pending, self._slots = set(), {}
         outcome.answered = self.trainer.apply(gradients) // config.batch_size
         outcome.dropped = outcome.sampled - outcome.answered
         self.ledger.record_step(
@@ -153,14 +132,3 @@ class GSWGANStrategy(Strategy):
         )
         self.last_outcome = outcome
         return None, MetricRecord({"answered": outcome.answered, "dropped": outcome.dropped})
-
-    def configure_evaluate(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        """Clients hold no evaluation job: samples are scored on the server."""
-        return []
-
-    def aggregate_evaluate(
-        self, server_round: int, replies: Iterable[Message]
-    ) -> MetricRecord | None:
-        return None

@@ -16,17 +16,16 @@ from typing import Any
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid
-from flwr.serverapp.strategy import Strategy
 
 from fedgs import protocol
 from fedgs.privacy.teacher_events import TeacherKind
 from fedgs.privacy.teacher_ledger import TeacherLedger
-from fedgs.server.strategy import StepOutcome
+from fedgs.server.replies import ServerScoredStrategy, StepOutcome, expected_replies
 
 logger = logging.getLogger("fedgs.server")
 
 
-class TeacherStrategy(Strategy):
+class TeacherStrategy(ServerScoredStrategy):
     """Sampling, messaging, validation and cost recording; subclasses aggregate the votes."""
 
     message_type = ""
@@ -98,29 +97,20 @@ class TeacherStrategy(Strategy):
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         outcome = StepOutcome(sampled=len(self._pending))
         votes, voters = [], []
-        for reply in replies:
+        for reply in expected_replies(replies, self._pending, outcome):
             node = reply.metadata.src_node_id
-            if node not in self._pending:
-                outcome.drop_reasons.append(f"node {node}: unexpected reply")
-                continue
-            self._pending.discard(node)
-            if reply.has_error():
-                outcome.drop_reasons.append(f"node {node}: {reply.error.reason}")
-                continue
             try:
                 votes.append(self.decode(reply))
             except (protocol.ProtocolError, ValueError, TypeError) as error:
-                outcome.drop_reasons.append(f"node {node}: {error}")
+                outcome.drop(node, error)
                 continue
             client = reply.content.config_records.get(protocol.CLIENT, {})
             voters.append(str(client.get(protocol.CLIENT_ID, f"node-{node}")))
             outcome.client_metrics.append(
                 dict(reply.content.metric_records.get(protocol.METRICS, {}))
             )
-        outcome.drop_reasons.extend(f"node {n}: no reply" for n in self._pending)
+        outcome.close(self._pending, server_round)
         self._pending = set()
-        for reason in outcome.drop_reasons:
-            logger.warning("step %d: dropped reply from %s", server_round, reason)
         if votes:
             kind = self.step_kind()
             for client_id in voters:  # the cost is recorded before the votes are used
@@ -132,14 +122,3 @@ class TeacherStrategy(Strategy):
         outcome.dropped = outcome.sampled - outcome.answered
         self.last_outcome = outcome
         return None, MetricRecord({"answered": outcome.answered, "dropped": outcome.dropped})
-
-    def configure_evaluate(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        """Teachers hold no evaluation job: samples are scored on the server."""
-        return []
-
-    def aggregate_evaluate(
-        self, server_round: int, replies: Iterable[Message]
-    ) -> MetricRecord | None:
-        return None
