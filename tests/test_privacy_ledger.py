@@ -154,6 +154,25 @@ def test_summary_names_threat_models_and_accountant():
     assert pld["epsilon"] is None and "without replacement" in pld["error"]
 
 
+def _ledger_of_a_sampled_run(sigma: float, batch: int, clients: int, steps: int) -> PrivacyLedger:
+    ledger = PrivacyLedger()
+    for client in np.random.default_rng(0).integers(clients, size=steps):
+        ledger.record_query(f"c{client}", sigma, batch)
+        ledger.record_step(1, clients, sigma, batch)
+    return ledger
+
+
+def test_summary_flags_an_amplified_bound_looser_than_the_untrusted_one():
+    # sigma / sqrt(B) = 0.19 (the GS-WGAN paper's settings): amplification does not pay off
+    loose = _ledger_of_a_sampled_run(1.07, 32, clients=50, steps=400).summary(1e-5, RDP)
+    assert loose["trusted_sampler"]["epsilon"] > loose["untrusted_server"]["epsilon"]
+    assert "quote the untrusted-server epsilon" in loose["trusted_sampler"]["note"]
+    # a strong per-query noise: the amplified bound is the tighter one and carries no note
+    tight = _ledger_of_a_sampled_run(8.0, 1, clients=50, steps=400).summary(1e-5, RDP)
+    assert tight["trusted_sampler"]["epsilon"] < tight["untrusted_server"]["epsilon"]
+    assert "note" not in tight["trusted_sampler"]
+
+
 def test_record_validates():
     ledger = PrivacyLedger()
     with pytest.raises(ValueError):

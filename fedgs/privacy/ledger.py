@@ -50,6 +50,14 @@ def _signature_strength(signature: Signature) -> float:
     return sum(count * batch / sigma**2 for sigma, batch, count in signature)
 
 
+LOOSER_THAN_UNTRUSTED = (
+    "this amplified bound is looser than the untrusted-server epsilon of the same run: with a "
+    "small per-query multiplier (sigma / sqrt(B)) RDP amplification by subsampling gains less "
+    "than composing over T steps costs; quote the untrusted-server epsilon, which needs fewer "
+    "assumptions"
+)
+
+
 class PrivacyLedger:
     """Counts of answered queries per client, and of trusted-sampler steps."""
 
@@ -156,6 +164,8 @@ class PrivacyLedger:
         except UnsupportedEventError as err:  # e.g. PLD has no sampling without replacement
             trusted["epsilon"] = None
             trusted["error"] = str(err)
+        if trusted["epsilon"] is not None and trusted["epsilon"] > epsilon:
+            trusted["note"] = LOOSER_THAN_UNTRUSTED
         return {
             "delta": delta,
             "accountant": acct.name,
