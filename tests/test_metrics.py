@@ -10,6 +10,7 @@ from PIL import Image
 
 from fedgs.metrics import (
     frechet_distance,
+    has_ink,
     inception_score,
     label_agreement,
     load_or_train_classifier,
@@ -81,9 +82,21 @@ def test_label_agreement_and_score_generator(digits, classifier) -> None:
     x, y = digits
     held_out, labels = x[4000:], y[4000:]
     probs, _ = predict_in_batches(classifier, held_out)
-    assert label_agreement(probs, labels) > 0.9
+    assert has_ink(held_out).all()  # every real digit shows ink
+    assert label_agreement(probs, labels, held_out) > 0.9
     shuffled = labels[torch.randperm(len(labels), generator=torch.Generator().manual_seed(0))]
-    assert label_agreement(probs, shuffled) < 0.2  # samples that ignore their label: ~1/10
+    assert label_agreement(probs, shuffled, held_out) < 0.2  # samples that ignore their label
+    # blank images are no digit, whatever the classifier calls them
+    blank = torch.full_like(held_out, -1.0)
+    blank_probs, _ = predict_in_batches(classifier, blank)
+    blank_labels = blank_probs.argmax(1)
+    assert label_agreement(blank_probs, blank_labels, blank) == 0.0
+    half = torch.cat([held_out[:100], blank[:100]])
+    half_probs = torch.cat([probs[:100], blank_probs[:100]])
+    expected = label_agreement(probs[:100], labels[:100], held_out[:100]) / 2
+    assert label_agreement(half_probs, torch.cat([labels[:100], blank_labels[:100]]), half) == (
+        pytest.approx(expected)
+    )
     scores = score_generator(classifier, held_out[:500], labels[:500], held_out[500:])
     assert scores.label_agreement > 0.9 and scores.num_samples == 500
 

@@ -14,6 +14,7 @@ _EXPORTS: dict[str, str] = {
     "save_class_grid": "grid",
     "GeneratorScores": "scores",
     "frechet_distance": "scores",
+    "has_ink": "scores",
     "inception_score": "scores",
     "label_agreement": "scores",
     "score_generator": "scores",

@@ -44,8 +44,24 @@ def frechet_distance(features_a: torch.Tensor, features_b: torch.Tensor) -> floa
     )
 
 
-def label_agreement(probs: torch.Tensor, requested_labels: torch.Tensor) -> float:
-    return float((probs.argmax(1) == requested_labels).float().mean())
+INK_LEVEL = 0.0  # in [-1, 1]: a pixel above mid-gray is ink (or paper, for inverted images)
+
+
+def has_ink(samples: torch.Tensor) -> torch.Tensor:
+    """Per sample: whether any pixel is above mid-gray, i.e. the image shows something at all."""
+    return samples.flatten(1).amax(dim=1) > INK_LEVEL
+
+
+def label_agreement(
+    probs: torch.Tensor, requested_labels: torch.Tensor, samples: torch.Tensor
+) -> float:
+    """Share of samples the classifier reads as their requested label, blank samples excluded.
+
+    A classifier has to put a blank image somewhere (FEMNIST's reads it as a "1"), so a generator
+    that draws nothing for one class would earn that class's agreement; a blank counts as a miss.
+    """
+    hits = (probs.argmax(1) == requested_labels) & has_ink(samples).to(probs.device)
+    return float(hits.float().mean())
 
 
 @dataclass(frozen=True)
@@ -71,6 +87,6 @@ def score_generator(
     return GeneratorScores(
         inception_score=inception_score(probs),
         fid_domain=frechet_distance(features, real_features),
-        label_agreement=label_agreement(probs, requested_labels),
+        label_agreement=label_agreement(probs, requested_labels, samples),
         num_samples=int(samples.shape[0]),
     )
