@@ -41,7 +41,6 @@ class GSWGANStrategy(ServerScoredStrategy):
         self.sampler = sampler
         self.clients_per_step = clients_per_step
         self.wire_dtype = wire_dtype
-        self._pending: set[int] = set()  # nodes asked this step that have not answered
         self._slots: dict[int, int] = {}  # node id -> index of its query in this step
         self._population = 0
         self.last_outcome: StepOutcome | None = None
@@ -78,7 +77,6 @@ class GSWGANStrategy(ServerScoredStrategy):
         nodes = self.sample_nodes(grid)
         queries = self.trainer.propose(len(nodes))
         self._slots = {node: k for k, node in enumerate(nodes)}
-        self._pending = set(nodes)
         messages = []
         for node, query in zip(nodes, queries, strict=True):
             fakes = protocol.encode_fakes(query.images, query.labels, self.wire_dtype)
@@ -107,7 +105,8 @@ class GSWGANStrategy(ServerScoredStrategy):
         outcome = StepOutcome(sampled=len(self._slots))
         gradients: list[torch.Tensor | None] = [None] * len(self._slots)
         bound = protocol.plausible_magnitude(config.clip_norm, config.noise_multiplier)
-        for reply in expected_replies(replies, self._pending, outcome):
+        unanswered = set(self._slots)
+        for reply in expected_replies(replies, unanswered, outcome):
             node = reply.metadata.src_node_id
             metrics = dict(reply.content.metric_records.get(protocol.METRICS, {}))
             self._record_cost(reply, metrics)
@@ -123,8 +122,8 @@ class GSWGANStrategy(ServerScoredStrategy):
                 outcome.drop(node, error)
                 continue
             outcome.client_metrics.append(metrics)
-        outcome.close(self._pending, server_round)
-        self._pending, self._slots = set(), {}
+        outcome.close(unanswered, server_round)
+        self._slots = {}
         outcome.answered = self.trainer.apply(gradients) // config.batch_size
         outcome.dropped = outcome.sampled - outcome.answered
         self.ledger.record_step(
