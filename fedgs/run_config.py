@@ -47,7 +47,10 @@ class RunConfig:
     )
     num_clients: int = field(
         default=0,
-        metadata={"help": "embedded/mnist: number of virtual clients (0 = loader default)"},
+        metadata={
+            "help": "embedded/mnist: number of virtual clients; femnist: the first N writers "
+            "(0 = loader default: 50, 1000, every writer)"
+        },
     )
     strategy: str = field(
         default="gswgan",

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedgs.data import FederatedDataset, load_federated
+from fedgs.data import DataError, FederatedDataset, load_federated
 
 FEMNIST = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "femnist_leaf"
 pytestmark = pytest.mark.skipif(
@@ -104,3 +104,13 @@ def test_subset_shares_files(all62: FederatedDataset) -> None:
     x, _ = sub.train_arrays()
     assert len(x) == sub.num_train_images == sum(len(all62.client_train(i)[0]) for i in picked)
     assert bool((sub.client_train(2)[0] == all62.client_train(300)[0]).all())
+
+
+def test_num_clients_keeps_the_first_writers(digits: FederatedDataset, cache_dir: Path) -> None:
+    first = load_federated("femnist", FEMNIST, labels="digits", num_clients=100, cache_dir=cache_dir)
+    assert first.num_clients == 100
+    assert first.client_ids == digits.client_ids[:100]
+    assert first.fingerprint == digits.subset(range(100)).fingerprint
+    for bad in (0, digits.num_clients + 1):
+        with pytest.raises(DataError, match=f"1..{digits.num_clients}"):
+            load_federated("femnist", FEMNIST, labels="digits", num_clients=bad, cache_dir=cache_dir)

