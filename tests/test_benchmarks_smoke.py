@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 pytestmark = pytest.mark.slow
 
@@ -81,3 +82,34 @@ def test_population(tmp_path: Path) -> None:
     assert result["warm_started_clients"] == 6 and result["client_state_files"] == 6
     assert result["peak_memory_gib"] > 0 and result["client_state_mib"] > 0
     assert result["warm_start_s"] > 0 and result["s_per_step"] > 0
+
+
+FEMNIST = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "femnist_leaf"
+
+
+@pytest.mark.skipif(not FEMNIST.is_dir(), reason=f"real FEMNIST data not found at {FEMNIST}")
+def test_score_run(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "fedgs.cli", "centralized", "--dataset", "femnist",
+         "--data-dir", str(FEMNIST), "--num-clients", "3", "--steps", "2",
+         "--warm-start-steps", "1", "--batch-size", "8", "--critic-steps", "1",
+         "--generator-width", "4", "--critic-width", "4", "--eval-every", "0",
+         "--out", str(run)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = _run("score_run.py", str(run), "--data-dir", str(FEMNIST), "--clients", "3",
+               "--samples", "200")  # fmt: skip
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["classifier_writers"] == 3 and "| ema |" in out and "| raw |" in out
+    # the evaluator's fixed labels (seed 0): the overall agreement is the per-class agreements
+    # weighted by each class's share of them
+    labels = torch.randint(10, (200,), generator=torch.Generator().manual_seed(0))
+    per_class_counts = [int((labels == c).sum()) for c in range(10)]
+    for name in ("ema", "raw"):
+        scores = report[name]
+        assert len(scores["per_class"]) == len(scores["blanks"]) == 10
+        assert scores["num_samples"] == 200 and 0 <= sum(scores["blanks"]) <= 200
+        overall = sum(a * n for a, n in zip(scores["per_class"], per_class_counts, strict=True))
+        assert overall / 200 == pytest.approx(scores["label_agreement"], abs=0.01)

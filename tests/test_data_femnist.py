@@ -107,10 +107,14 @@ def test_subset_shares_files(all62: FederatedDataset) -> None:
 
 
 def test_num_clients_keeps_the_first_writers(digits: FederatedDataset, cache_dir: Path) -> None:
-    first = load_federated("femnist", FEMNIST, labels="digits", num_clients=100, cache_dir=cache_dir)
+    first = load_federated(
+        "femnist", FEMNIST, labels="digits", num_clients=100, cache_dir=cache_dir
+    )
     assert first.num_clients == 100
     assert first.client_ids == digits.client_ids[:100]
     assert first.fingerprint == digits.subset(range(100)).fingerprint
     for bad in (0, digits.num_clients + 1):
         with pytest.raises(DataError, match=f"1..{digits.num_clients}"):
-            load_federated("femnist", FEMNIST, labels="digits", num_clients=bad, cache_dir=cache_dir)
+            load_federated(
+                "femnist", FEMNIST, labels="digits", num_clients=bad, cache_dir=cache_dir
+            )
