@@ -94,6 +94,9 @@ def test_simulate_writes_every_output(tmp_path: Path) -> None:
     scored = [r for r in rows if r["fid_domain"]]
     assert [int(r["step"]) for r in scored] == [3, 6]
     assert all(0 <= float(r["label_agreement"]) <= 1 for r in scored)
+    untrained = json.loads((run_dir / "initial_scores.json").read_text())
+    assert 0 < untrained["classifier_test_accuracy"] <= 1 and untrained["fid_domain"] > 0
+    assert "domain classifier (FID, IS, label agreement): accuracy" in done.stdout
 
     privacy = json.loads((run_dir / "privacy.json").read_text())
     assert privacy["untrusted_server"]["threat_model"] and privacy["accountant"] == "autodp-rdp"

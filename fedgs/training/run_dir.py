@@ -128,16 +128,22 @@ def summarize(run_dir: Path) -> str:
         lines.append(f"  bytes per step (serialized messages): {down:,.0f} down, {up:,.0f} up")
     initial = run_dir / "initial_scores.json"
     if scored and initial.exists():
-        untrained = json.loads(initial.read_text())["fid_domain"]
+        untrained = json.loads(initial.read_text())
         lines.append(
-            f"  domain FID: {untrained:.1f} untrained -> {float(scored[-1]['fid_domain']):.1f}"
+            f"  domain FID: {untrained['fid_domain']:.1f} untrained -> "
+            f"{float(scored[-1]['fid_domain']):.1f}"
         )
+        if untrained.get("classifier_test_accuracy") is not None:
+            lines.append(
+                "  domain classifier (FID, IS, label agreement): accuracy "
+                f"{untrained['classifier_test_accuracy']:.3f} on real test images"
+            )
     if scored:
         last = scored[-1]
         lines.append(
             f"  last evaluation (step {last['step']}): domain FID {float(last['fid_domain']):.1f}, "
             f"IS {float(last['inception_score']):.2f}, "
-            f"label agreement {float(last['label_agreement']):.2f}"
+            f"label agreement {float(last['label_agreement']):.3f}"
         )
     if any((run_dir / "samples").glob("*.png")):
         lines.append(f"  samples:  {run_dir / 'samples'}")
