@@ -127,6 +127,7 @@ def _run_comm_cost(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from fedgs.data import DataError
     from fedgs.training.run_dir import summarize
 
     try:
@@ -134,7 +135,11 @@ def _run(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as error:
         print(f"fedgs simulate: error: {error}")
         return 2
-    run_dir = run_simulation(config, engine)
+    try:
+        run_dir = run_simulation(config, engine)
+    except DataError as error:  # raised while counting the clients, before Ray starts
+        print(f"fedgs simulate: error: {error}")
+        return 2
     if not (Path(run_dir) / "privacy.json").exists():
         print(
             f"fedgs simulate: the run ended without results; see the log above (run dir {run_dir})"

@@ -42,3 +42,14 @@ def test_simulate_options_cover_every_run_config_key() -> None:
     assert args.steps == 7 and args.num_clients == 12 and args.run_dir == "x"
     for key in RunConfig().to_user_config():
         assert hasattr(args, key.replace("-", "_")), key
+
+
+def test_simulate_names_bad_data_without_a_traceback(tmp_path: Path, capsys) -> None:
+    from fedgs.cli import main
+
+    missing = tmp_path / "no-such-folder"
+    code = main(["simulate", "--dataset", "femnist", "--data-dir", str(missing),
+                 "--out", str(tmp_path / "run")])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 2 and out.startswith("fedgs simulate: error:") and str(missing) in out
+    assert not (tmp_path / "run").exists()  # refused before anything was started or written
