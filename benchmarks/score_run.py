@@ -21,7 +21,7 @@ from fedgs.data import load_federated
 from fedgs.evaluation.generator_loader import load_generator
 from fedgs.metrics.classifier import predict_in_batches
 from fedgs.metrics.evaluator import GeneratorEvaluator
-from fedgs.metrics.scores import has_ink, score_generator
+from fedgs.metrics.scores import has_ink, label_hits, score_generator
 
 
 def per_class_agreement(
@@ -29,8 +29,8 @@ def per_class_agreement(
 ) -> tuple[list[float], list[int]]:
     """Label agreement of each requested class (blanks as misses) and blank samples per class."""
     probs, _ = predict_in_batches(evaluator.classifier, samples)
+    hits = label_hits(probs, evaluator.labels, samples)
     inked = has_ink(samples)
-    hits = (probs.argmax(1) == evaluator.labels) & inked
     agreement, blanks = [], []
     for c in range(evaluator.num_classes):
         rows = evaluator.labels == c
@@ -49,13 +49,7 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=1000, help="samples scored per generator")
     a = p.parse_args()
     dataset = load_federated("femnist", a.data_dir, labels="digits", num_clients=a.clients or None)
-    evaluator = GeneratorEvaluator.for_dataset(
-        dataset.fingerprint,
-        dataset.train_arrays(),
-        dataset.test_arrays(),
-        dataset.num_classes,
-        a.samples,
-    )
+    evaluator = GeneratorEvaluator.for_dataset(dataset, a.samples)
     loaded = load_generator(a.run_dir)
     report = {
         "run_dir": a.run_dir,

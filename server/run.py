@@ -86,13 +86,7 @@ class FederatedRun(ABC):
         self.sampler = np.random.default_rng(config.seed + 1)
         self.step = 0
         self.evaluator = (
-            GeneratorEvaluator.for_dataset(
-                self.dataset.fingerprint,
-                self.dataset.train_arrays(),
-                self.dataset.test_arrays(),
-                self.dataset.num_classes,
-                config.eval_samples,
-            )
+            GeneratorEvaluator.for_dataset(self.dataset, config.eval_samples)
             if config.eval_every > 0
             else None
         )

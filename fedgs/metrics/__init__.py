@@ -17,6 +17,7 @@ _EXPORTS: dict[str, str] = {
     "has_ink": "scores",
     "inception_score": "scores",
     "label_agreement": "scores",
+    "label_hits": "scores",
     "score_generator": "scores",
 }
 __all__ = sorted(_EXPORTS)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from fedgs.metrics.classifier import DomainClassifier, accuracy, load_or_train_classifier
 from fedgs.metrics.scores import GeneratorScores, score_generator
+
+if TYPE_CHECKING:
+    from fedgs.data import FederatedDataset
 
 
 class GeneratorEvaluator:
@@ -32,19 +36,18 @@ class GeneratorEvaluator:
 
     @classmethod
     def for_dataset(
-        cls,
-        fingerprint: str,
-        train: tuple[torch.Tensor, torch.Tensor],
-        test: tuple[torch.Tensor, torch.Tensor],
-        num_classes: int,
-        num_samples: int = 2000,
-        cache_dir: Path | None = None,
+        cls, dataset: FederatedDataset, num_samples: int = 2000, cache_dir: Path | None = None
     ) -> GeneratorEvaluator:
-        classifier = load_or_train_classifier(fingerprint, *train, num_classes, cache_dir=cache_dir)
+        """The evaluator of a federated dataset: the classifier of its clients' training images
+        (cached by the dataset's fingerprint), real test images as the FID reference."""
+        classifier = load_or_train_classifier(
+            dataset.fingerprint, *dataset.train_arrays(), dataset.num_classes, cache_dir=cache_dir
+        )
+        test = dataset.test_arrays()
         return cls(
             classifier,
             test[0][:num_samples],
-            num_classes,
+            dataset.num_classes,
             num_samples,
             classifier_test_accuracy=accuracy(classifier, *test),
         )

@@ -52,16 +52,22 @@ def has_ink(samples: torch.Tensor) -> torch.Tensor:
     return samples.flatten(1).amax(dim=1) > INK_LEVEL
 
 
-def label_agreement(
+def label_hits(
     probs: torch.Tensor, requested_labels: torch.Tensor, samples: torch.Tensor
-) -> float:
-    """Share of samples the classifier reads as their requested label, blank samples excluded.
+) -> torch.Tensor:
+    """Per sample: the classifier reads it as its requested label and it is not blank.
 
     A classifier has to put a blank image somewhere (FEMNIST's reads it as a "1"), so a generator
     that draws nothing for one class would earn that class's agreement; a blank counts as a miss.
     """
-    hits = (probs.argmax(1) == requested_labels) & has_ink(samples).to(probs.device)
-    return float(hits.float().mean())
+    return (probs.argmax(1) == requested_labels) & has_ink(samples).to(probs.device)
+
+
+def label_agreement(
+    probs: torch.Tensor, requested_labels: torch.Tensor, samples: torch.Tensor
+) -> float:
+    """Share of samples the classifier reads as their requested label, blank samples excluded."""
+    return float(label_hits(probs, requested_labels, samples).float().mean())
 
 
 @dataclass(frozen=True)

@@ -95,13 +95,7 @@ def run_local_gswgan(
     )
     accountant = get_accountant(options.accountant)
     evaluator = (
-        GeneratorEvaluator.for_dataset(
-            dataset.fingerprint,
-            dataset.train_arrays(),
-            dataset.test_arrays(),
-            dataset.num_classes,
-            options.eval_samples,
-        )
+        GeneratorEvaluator.for_dataset(dataset, options.eval_samples)
         if options.eval_every > 0
         else None
     )
