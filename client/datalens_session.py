@@ -9,13 +9,19 @@ the noise (trusted aggregator), so a client configured with an untrusted-server 
 
 from __future__ import annotations
 
-from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+import logging
+
+import torch
+from flwr.app import Array, ArrayRecord, RecordDict
 
 from fedgs import protocol, protocol_datalens
 from fedgs.client.session import ClientSession, RequestRefused
 from fedgs.models.losses import generator_upstream_gradient
+from fedgs.privacy.sanitizer import NonFiniteGradientError
 from fedgs.privacy.topagg import top_k_signs
 from fedgs.run_config import RunConfig
+
+logger = logging.getLogger(__name__)
 
 
 class DataLensTeacher:
@@ -36,21 +42,23 @@ class DataLensTeacher:
             {k: a.numpy() for k, a in content[protocol.FAKES].items()},
             session.dataset.num_classes,
         )
-        stats = session.critic.train_on(fakes.pairs())
+        session.critic.train_on(fakes.pairs())
         gradient = generator_upstream_gradient(
             session.critic.critic, fakes.images[-1], fakes.labels[-1]
         )
-        votes = top_k_signs(gradient, self.config.datalens_top_k)
+        try:
+            votes = top_k_signs(gradient, self.config.datalens_top_k)
+        except NonFiniteGradientError as error:  # a diverged critic abstains, same wire shape
+            failures = session.store.count_failure(session.client_id)
+            logger.warning(
+                "teacher %s: diverged critic (%s), abstained (%d so far)",
+                session.client_id,
+                error,
+                failures,
+            )
+            votes = torch.zeros(gradient.flatten(1).shape, dtype=torch.int8)
         session.save()
         packed = protocol_datalens.encode_votes(votes, self.config.datalens_top_k)
-        return RecordDict(
-            {
-                protocol_datalens.VOTES: ArrayRecord({k: Array(v) for k, v in packed.items()}),
-                protocol.METRICS: MetricRecord(
-                    {"critic-loss": stats.loss, "wasserstein": stats.wasserstein}
-                ),
-                protocol.CLIENT: ConfigRecord(
-                    {protocol.CLIENT_ID: session.client_id, "partition-id": session.partition_id}
-                ),
-            }
-        )
+        used = {"strategy": "datalens", "batch-size": int(fakes.labels.shape[1])}
+        payload = {protocol_datalens.VOTES: ArrayRecord({k: Array(v) for k, v in packed.items()})}
+        return session.reply(payload, used)

@@ -1,35 +1,43 @@
 """One client's side of Fed-Avg GAN: train the server's critic locally, reply with its delta.
 
 The client keeps no state between rounds (D comes with every message). Its reply is the
-parameter delta clipped to the run's bound S, nothing else. Fed-Avg GAN's guarantee holds only
+parameter delta clipped to its policy's bound S, nothing else (a diverged delta is sent as a zero
+delta of the same shapes, counted on the client's disk). Fed-Avg GAN's guarantee holds only
 against a trusted server (the server adds the noise), so a client configured with its own
-untrusted-server budget (``client-budget-epsilon``) refuses these queries.
+untrusted-server budget refuses these queries.
 """
 
 from __future__ import annotations
 
+import logging
+
+import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, RecordDict
 
 from fedgs import protocol, protocol_fedavg
-from fedgs.client.session import RequestRefused, dataset_for
-from fedgs.privacy.dp_fedavg import clip_delta
+from fedgs.client.session import (
+    RequestRefused,
+    build_reply,
+    client_id_of,
+    dataset_for,
+    state_dir_for,
+)
+from fedgs.client.state_store import ClientStateStore
+from fedgs.privacy.dp_fedavg import NonFiniteDeltaError, clip_delta
 from fedgs.run_config import RunConfig
 from fedgs.training.fedavg_gan import build_critic, local_critic_delta
+
+logger = logging.getLogger(__name__)
 
 
 class FedAvgClient:
     def __init__(self, config: RunConfig, partition_id: int) -> None:
         self.config = config
         self.fedavg = config.fedavg_gan()
+        self.client_id = client_id_of(config, partition_id)
         self.dataset = dataset_for(config)
-        if not 0 <= partition_id < self.dataset.num_clients:
-            raise RequestRefused(
-                f"partition {partition_id} does not exist: the dataset has "
-                f"{self.dataset.num_clients} clients"
-            )
         self.partition_id = partition_id
-        self.client_id = self.dataset.client_ids[partition_id]
 
     def answer(self, content: RecordDict) -> RecordDict:
         if self.config.client_budget_epsilon > 0:
@@ -59,22 +67,29 @@ class FedAvgClient:
 
         result = local_critic_delta(critic, real_batch, fakes.pairs(), self.fedavg)
         names = list(result.delta)
-        clipped, norm = clip_delta([result.delta[n] for n in names], self.fedavg.clip_norm)
+        clipped = self._clipped([result.delta[n] for n in names])
         delta = protocol_fedavg.encode_arrays(
             dict(zip(names, clipped, strict=True)), self.config.wire_dtype
         )
-        return RecordDict(
-            {
-                protocol_fedavg.DELTA: ArrayRecord({k: Array(v) for k, v in delta.items()}),
-                protocol.METRICS: MetricRecord(
-                    {
-                        "critic-loss": result.loss,
-                        "wasserstein": result.wasserstein,
-                        "delta-norm": norm,
-                    }
-                ),
-                protocol.CLIENT: ConfigRecord(
-                    {protocol.CLIENT_ID: self.client_id, "partition-id": self.partition_id}
-                ),
-            }
-        )
+        used = {
+            "strategy": "fedavg-gan",
+            "clip-norm": self.fedavg.clip_norm,
+            "batch-size": int(fakes.labels.shape[1]),
+        }
+        payload = {protocol_fedavg.DELTA: ArrayRecord({k: Array(v) for k, v in delta.items()})}
+        return build_reply(payload, self.client_id, self.partition_id, used)
+
+    def _clipped(self, delta: list[np.ndarray]) -> list[np.ndarray]:
+        """The delta clipped to S; a diverged one (NaN/inf) becomes a zero delta of the same
+        shapes, so the wire does not tell the two apart. Counted on the client's disk only."""
+        try:
+            return clip_delta(delta, self.fedavg.clip_norm)[0]
+        except NonFiniteDeltaError as error:
+            failures = ClientStateStore(state_dir_for(self.config)).count_failure(self.client_id)
+            logger.warning(
+                "client %s: diverged critic delta (%s), released a zero delta (%d so far)",
+                self.client_id,
+                error,
+                failures,
+            )
+            return [np.zeros(np.shape(a), dtype=np.float64) for a in delta]

@@ -9,7 +9,7 @@ budget (``client-budget-epsilon``) refuses.
 from __future__ import annotations
 
 import torch
-from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, RecordDict
 
 from fedgs import protocol, protocol_pate
 from fedgs.client.session import ClientSession, RequestRefused
@@ -24,6 +24,7 @@ def teacher_session(config: RunConfig, partition_id: int) -> ClientSession:
 
 class PateTeacher:
     def __init__(self, config: RunConfig, partition_id: int) -> None:
+        self.config = config
         if config.client_budget_epsilon > 0:
             raise RequestRefused(
                 "this client has an untrusted-server privacy budget and PATE-GAN sends unnoised "
@@ -40,19 +41,14 @@ class PateTeacher:
                 raise protocol.ProtocolError(f"query is missing the '{key}' ArrayRecord")
             arrays = {k: a.numpy() for k, a in content[key].items()}
             batches[key] = protocol.decode_fakes(arrays, num_classes)
-        stats = session.critic.train_on(batches[protocol.FAKES].pairs())
+        session.critic.train_on(batches[protocol.FAKES].pairs())
         ballot = batches[protocol_pate.BALLOT]
         votes = torch.cat([session.critic.vote(x, y) for x, y in ballot.pairs()])
         session.save()
         packed = protocol_pate.encode_real_votes(votes.numpy())
-        return RecordDict(
-            {
-                protocol_pate.VOTES: ArrayRecord({k: Array(v) for k, v in packed.items()}),
-                protocol.METRICS: MetricRecord(
-                    {"critic-loss": stats.loss, "logit-gap": stats.wasserstein}
-                ),
-                protocol.CLIENT: ConfigRecord(
-                    {protocol.CLIENT_ID: session.client_id, "partition-id": session.partition_id}
-                ),
-            }
-        )
+        used = {
+            "strategy": "pate-gan",
+            "batch-size": int(batches[protocol.FAKES].labels.shape[1]),
+        }
+        payload = {protocol_pate.VOTES: ArrayRecord({k: Array(v) for k, v in packed.items()})}
+        return session.reply(payload, used)

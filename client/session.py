@@ -1,25 +1,33 @@
 """One client's side of GS-WGAN: load its state, serve one request, save its state.
 
-A request is served in this order: validate it, check the client's own privacy budget, train the
-critic, sanitize, record the query in the client's ledger and persist critic and ledger, and only
-then hand the reply back. The reply is built from a SanitizedGradient and nothing else.
+A request is served in this order (under the client's lock, see ``fedgs.client.gate``): validate
+it, check the client's own privacy budget, train the critic, sanitize, record the query in the
+client's ledger and persist critic and ledger, and only then hand the reply back. The reply holds
+the SanitizedGradient's values, the client's identity and the public policy values it applied:
+no loss, norm or other statistic of the private data.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from fedgs import protocol
 from fedgs.client.state_store import ClientStateStore
 from fedgs.data import FederatedDataset, load_federated
 from fedgs.device import resolve_device, secret_generator
 from fedgs.privacy import PrivacyLedger
+from fedgs.privacy.sanitizer import NonFiniteGradientError, SanitizedGradient, sanitize
 from fedgs.run_config import RunConfig
 from fedgs.training.critic import PrivateCritic
+
+logger = logging.getLogger(__name__)
 
 
 class RequestRefused(ValueError):
@@ -44,6 +52,35 @@ def state_dir_for(config: RunConfig) -> Path:
     return Path(config.state_dir) if config.state_dir else Path(config.run_dir) / "client-state"
 
 
+def client_id_of(config: RunConfig, partition_id: int) -> str:
+    """The id of the writer this node holds; refused if the partition does not exist."""
+    dataset = dataset_for(config)
+    if not 0 <= partition_id < dataset.num_clients:
+        raise RequestRefused(
+            f"partition {partition_id} does not exist: the dataset has "
+            f"{dataset.num_clients} clients"
+        )
+    return dataset.client_ids[partition_id]
+
+
+def build_reply(
+    payload: Mapping[str, ArrayRecord],
+    client_id: str,
+    partition_id: int,
+    policy_used: Mapping[str, str | int | float],
+) -> RecordDict:
+    """Every reply's shape: the mechanism's payload, who answered, the public policy applied."""
+    return RecordDict(
+        {
+            **payload,
+            protocol.CLIENT: ConfigRecord(
+                {protocol.CLIENT_ID: client_id, "partition-id": partition_id}
+            ),
+            protocol.POLICY_USED: ConfigRecord(dict(policy_used)),
+        }
+    )
+
+
 @dataclass
 class ClientSession:
     config: RunConfig
@@ -51,13 +88,8 @@ class ClientSession:
     critic_class: type[PrivateCritic] = PrivateCritic  # PATE-GAN teachers train theirs with BCE
 
     def __post_init__(self) -> None:
+        self.client_id = client_id_of(self.config, self.partition_id)
         self.dataset = dataset_for(self.config)
-        if not 0 <= self.partition_id < self.dataset.num_clients:
-            raise RequestRefused(
-                f"partition {self.partition_id} does not exist: the dataset has "
-                f"{self.dataset.num_clients} clients"
-            )
-        self.client_id = self.dataset.client_ids[self.partition_id]
         self.store = ClientStateStore(state_dir_for(self.config))
         self.gswgan = self.config.gswgan()
         # GS-WGAN computes on the configured device; teachers stay on the CPU
@@ -86,30 +118,24 @@ class ClientSession:
             },
         )
 
-    def _identity(self) -> ConfigRecord:
-        return ConfigRecord({protocol.CLIENT_ID: self.client_id, "partition-id": self.partition_id})
+    def reply(
+        self, payload: Mapping[str, ArrayRecord], policy_used: Mapping[str, str | int | float]
+    ) -> RecordDict:
+        return build_reply(payload, self.client_id, self.partition_id, policy_used)
 
     def warm_start(self, content: RecordDict) -> RecordDict:
-        """Pre-train D_k non-privately; idempotent, so a restarted run does not redo it."""
+        """Pre-train D_k non-privately; idempotent, so a restarted run does not redo it. Nothing
+        trained here leaves the client: the reply says only that it is done."""
         steps = self.config.warm_start_steps
         if protocol.WARM_START_CONFIG in content:
             steps = int(content[protocol.WARM_START_CONFIG][protocol.STEPS])
         if steps < 0:
             raise RequestRefused(f"warm-start steps must be >= 0, got {steps}")
-        stats_steps, loss = 0, 0.0
         if not self.warm_started:
-            stats = self.critic.warm_start(steps)
-            stats_steps, loss = stats.steps, stats.loss
+            self.critic.warm_start(steps)
             self.warm_started = True
             self.save()
-        return RecordDict(
-            {
-                protocol.METRICS: MetricRecord(
-                    {"warm-start-steps": stats_steps, "critic-loss": loss}
-                ),
-                protocol.CLIENT: self._identity(),
-            }
-        )
+        return self.reply({}, {"strategy": self.config.strategy})
 
     def answer(self, content: RecordDict) -> RecordDict:
         """Critic steps on the server's fakes, then the sanitized gradient of the last batch."""
@@ -118,45 +144,50 @@ class ClientSession:
         arrays = {key: array.numpy() for key, array in content[protocol.FAKES].items()}
         fakes = protocol.decode_fakes(arrays, self.dataset.num_classes)
         batch_size = int(fakes.labels.shape[1])
-        budget = self.config.client_budget_epsilon
-        if budget > 0 and self.ledger.would_exceed(
-            self.client_id,
+        sigma, delta, accountant = (
             self.gswgan.noise_multiplier,
-            batch_size,
-            budget,
             self.config.delta,
             self.config.accountant,
+        )
+        budget = self.config.client_budget_epsilon
+        if budget > 0 and self.ledger.would_exceed(
+            self.client_id, sigma, batch_size, budget, delta, accountant
         ):
-            spent = self.ledger.epsilon_untrusted(
-                self.client_id, self.config.delta, self.config.accountant
-            )
+            spent = self.ledger.epsilon_untrusted(self.client_id, delta, accountant)
             raise RequestRefused(
                 f"privacy budget exhausted: this client has spent epsilon {spent:.3f} (untrusted "
-                f"server, {self.config.accountant}, delta={self.config.delta:g}) and one more "
+                f"server, {accountant}, delta={delta:g}) and one more "
                 f"query would pass its budget of {budget:g}"
             )
-        stats = self.critic.train_on(fakes.pairs())
-        noise = secret_generator(self.device)  # unpredictable to the server
-        sanitized = self.critic.answer(fakes.images[-1], fakes.labels[-1], noise)
-        self.ledger.record_query(self.client_id, self.gswgan.noise_multiplier, batch_size)
+        self.critic.train_on(fakes.pairs())
+        sanitized = self._sanitized(fakes.images[-1], fakes.labels[-1])
+        self.ledger.record_query(self.client_id, sigma, batch_size)
         self.save()  # the cost is on disk before anything is released
-        norms = sanitized.pre_clip_norms
         arrays_out = protocol.encode_gradient(sanitized, self.config.wire_dtype)
-        return RecordDict(
-            {
-                protocol.SANITIZED: ArrayRecord({k: Array(v) for k, v in arrays_out.items()}),
-                protocol.METRICS: MetricRecord(
-                    {
-                        "critic-loss": stats.loss,
-                        "wasserstein": stats.wasserstein,
-                        "grad-norm-mean": float(norms.mean()),
-                        "grad-norm-max": float(norms.max()),
-                        "clipped-fraction": float((norms > sanitized.clip_norm).float().mean()),
-                        "noise-multiplier": sanitized.noise_multiplier,
-                        "batch-size": batch_size,
-                        "queries-answered": self.ledger.query_counts()[self.client_id],
-                    }
-                ),
-                protocol.CLIENT: self._identity(),
-            }
+        used = {
+            "strategy": "gswgan",
+            "noise-multiplier": sanitized.noise_multiplier,
+            "clip-norm": sanitized.clip_norm,
+            "batch-size": batch_size,
+            "delta": delta,
+        }
+        return self.reply(
+            {protocol.SANITIZED: ArrayRecord({k: Array(v) for k, v in arrays_out.items()})}, used
         )
+
+    def _sanitized(self, fake: torch.Tensor, labels: torch.Tensor) -> SanitizedGradient:
+        """The critic's sanitized gradient; a diverged critic (NaN/inf) releases a zero signal
+        with the same noise, so the wire does not tell the two apart. Counted here only."""
+        noise = secret_generator(self.device)  # unpredictable to the server
+        try:
+            return self.critic.answer(fake, labels, noise)
+        except NonFiniteGradientError as error:
+            failures = self.store.count_failure(self.client_id)
+            logger.warning(
+                "client %s: diverged critic (%s), released zero signal plus noise (%d so far)",
+                self.client_id,
+                error,
+                failures,
+            )
+            zeros = torch.zeros(fake.shape[0], protocol.PIXELS, device=self.device)
+            return sanitize(zeros, self.gswgan.clip_norm, self.gswgan.noise_multiplier, noise)

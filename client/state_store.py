@@ -3,14 +3,19 @@
 Flower pickles every node's Context through the driver on each message, so thousands of 13 MB
 critics cannot live there. Each client's state is one file under the state directory, written to a
 temporary file and renamed over the old one: a crash mid-write leaves the previous state readable.
+A lock file beside it serializes the requests to one client across threads, Ray workers and
+SuperNode processes (``fcntl.flock``): read-ledger, check, train, record and save are one step.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +55,31 @@ class ClientStateStore:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+
+    @contextmanager
+    def locked(self, client_id: str) -> Iterator[None]:
+        """Hold the client's exclusive lock: a second request to it waits here until the first
+        has saved its state (a separate open file per holder, so threads exclude each other)."""
+        lock = self.path(client_id).with_name(f".{self.path(client_id).name}.lock")
+        with open(lock, "a+b") as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def count_failure(self, client_id: str) -> int:
+        """Add one to the client's count of diverged answers (kept on disk, never sent)."""
+        path = self.path(client_id).with_suffix(".diverged")
+        count = int(path.read_text()) + 1 if path.exists() else 1
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(str(count))
+        os.replace(tmp, path)
+        return count
+
+    def failures(self, client_id: str) -> int:
+        path = self.path(client_id).with_suffix(".diverged")
+        return int(path.read_text()) if path.exists() else 0
 
     def disk_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.root.glob("*.pt"))

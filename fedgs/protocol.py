@@ -4,9 +4,12 @@ Down (server -> client), message type ``train.gswgan``:
   ArrayRecord ``fakes``: ``images`` (n_dis, B, 784) in [-1, 1], ``labels`` int64 (n_dis, B).
   The last batch is also the one whose gradient comes back.
 Up (client -> server): ArrayRecord ``sanitized``: ``gradient`` (B, 784), the clipped and
-  noised upstream gradient and nothing else; MetricRecord ``metrics``; ConfigRecord ``client``
-  with the client's id (the server learns which writer answered only from what it reports).
-Warm start, message type ``train.warmstart``: ConfigRecord ``warmstart`` {steps}; reply metrics.
+  noised upstream gradient and nothing else; ConfigRecord ``client`` with the client's id (the
+  server learns which writer answered only from what it reports); ConfigRecord ``policy-used``:
+  the public values the client applied (strategy, noise-multiplier, clip-norm, batch-size,
+  delta). Every strategy's reply has this shape: no MetricRecord, no statistic of private data.
+Warm start, message type ``train.warmstart``: ConfigRecord ``warmstart`` {steps}; the reply holds
+  ``client`` and ``policy-used`` {strategy} only.
 Float payloads travel as float32, float16 or bfloat16 (``fedgs.wire``; run-config ``wire-dtype``).
 Clients answer a request they cannot or will not serve with an error reply (never a crash).
 """
@@ -26,7 +29,8 @@ WARM_START = "train.warmstart"
 
 FAKES, IMAGES, LABELS = "fakes", "images", "labels"
 SANITIZED, GRADIENT = "sanitized", "gradient"
-METRICS, CLIENT, CLIENT_ID = "metrics", "client", "client-id"
+METRICS = "metrics"  # the server's own records; never in a client's reply
+CLIENT, CLIENT_ID, POLICY_USED = "client", "client-id", "policy-used"
 WARM_START_CONFIG, STEPS = "warmstart", "steps"
 
 PIXELS = 784

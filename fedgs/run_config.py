@@ -228,8 +228,8 @@ class RunConfig:
         values: dict[str, Any] = {}
         for layer in layers:
             for key, value in layer.items():
-                if key in ("partition-id", "num-partitions"):
-                    continue  # node identity, not run configuration
+                if key in ("partition-id", "num-partitions") or key.startswith("policy-"):
+                    continue  # node identity and privacy policy, not run configuration
                 if key not in known:
                     raise ValueError(
                         f"unknown run-config key '{key}' (known: {', '.join(sorted(known))})"

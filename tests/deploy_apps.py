@@ -53,7 +53,7 @@ def _query(message: Message, context: Context) -> Message:
     content = RecordDict(
         {
             protocol.SANITIZED: ArrayRecord({protocol.GRADIENT: Array(_tamper(gradient, mode))}),
-            protocol.METRICS: reply.content[protocol.METRICS],
+            protocol.POLICY_USED: reply.content[protocol.POLICY_USED],
             protocol.CLIENT: reply.content[protocol.CLIENT],
         }
     )

@@ -57,7 +57,7 @@ def tampering_client_app(overrides: Mapping[str, Any]) -> ClientApp:
                 protocol.SANITIZED: ArrayRecord(
                     {protocol.GRADIENT: Array(_tamper(gradient, mode))}
                 ),
-                protocol.METRICS: reply.content[protocol.METRICS],
+                protocol.POLICY_USED: reply.content[protocol.POLICY_USED],
                 protocol.CLIENT: reply.content[protocol.CLIENT],
             }
         )
@@ -137,7 +137,7 @@ def tampering_fedavg_client_app(overrides: Mapping[str, Any]) -> ClientApp:
         content = RecordDict(
             {
                 protocol_fedavg.DELTA: ArrayRecord({k: Array(v) for k, v in arrays.items()}),
-                protocol.METRICS: reply.content[protocol.METRICS],
+                protocol.POLICY_USED: reply.content[protocol.POLICY_USED],
                 protocol.CLIENT: reply.content[protocol.CLIENT],
             }
         )

@@ -61,7 +61,7 @@ def tampering_teacher_app(overrides: Mapping[str, Any]) -> ClientApp:
         content = RecordDict(
             {
                 key: ArrayRecord({k: Array(v) for k, v in arrays.items()}),
-                protocol.METRICS: reply.content[protocol.METRICS],
+                protocol.POLICY_USED: reply.content[protocol.POLICY_USED],
                 protocol.CLIENT: reply.content[protocol.CLIENT],
             }
         )

@@ -148,8 +148,9 @@ def test_teacher_replies_with_packed_votes_only(config: RunConfig) -> None:
     arrays = {k: a.numpy() for k, a in reply.array_records[protocol_datalens.VOTES].items()}
     votes = protocol_datalens.decode_votes(arrays, 8, 20)
     assert ((votes != 0).sum(dim=1) <= 20).all() and (votes != 0).any()
-    assert set(reply.config_records) == {protocol.CLIENT}
-    assert set(reply.metric_records[protocol.METRICS]) == {"critic-loss", "wasserstein"}
+    assert set(reply.config_records) == {protocol.CLIENT, protocol.POLICY_USED}
+    assert not reply.metric_records  # no loss or distance of the teacher's data
+    assert dict(reply[protocol.POLICY_USED]) == {"strategy": "datalens", "batch-size": 8}
 
 
 def test_teacher_critic_persists_between_queries(config: RunConfig) -> None:

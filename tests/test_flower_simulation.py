@@ -52,7 +52,8 @@ def test_replies_budgets_and_bad_clients_through_the_real_engine(tmp_path) -> No
     _run(recording_server_app(config, plan, record), tampering_client_app(overrides), nodes=5)
     assert [r["which"] for r in record] == plan
 
-    # steps 1-2: every honest reply carries the B x 784 sanitized matrix and nothing else;
+    # steps 1-2: every honest reply carries the B x 784 sanitized matrix, who answered and the
+    # public policy it applied, nothing else;
     # tampered replies are dropped but their (paid) queries are recorded
     for step in record[:2]:
         honest = [
@@ -66,8 +67,9 @@ def test_replies_budgets_and_bad_clients_through_the_real_engine(tmp_path) -> No
             assert set(content.array_records) == {protocol.SANITIZED}
             assert list(content[protocol.SANITIZED].keys()) == [protocol.GRADIENT]
             assert content[protocol.SANITIZED][protocol.GRADIENT].numpy().shape == (8, 784)
-            assert set(content.config_records) == {protocol.CLIENT}
+            assert set(content.config_records) == {protocol.CLIENT, protocol.POLICY_USED}
             assert set(content[protocol.CLIENT].keys()) == {protocol.CLIENT_ID, "partition-id"}
+            assert not content.metric_records  # no statistic of the private data
         assert step["outcome"].answered == 2 and step["outcome"].dropped == 3
         assert step["generator_changed"]
     assert sum(record[1]["ledger"].values()) == 10

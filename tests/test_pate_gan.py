@@ -141,8 +141,9 @@ def test_teacher_replies_with_one_bit_per_ballot_sample(config: RunConfig) -> No
     assert set(reply.array_records) == {protocol_pate.VOTES}
     arrays = {k: a.numpy() for k, a in reply.array_records[protocol_pate.VOTES].items()}
     assert protocol_pate.decode_real_votes(arrays, 24).shape == (24,)
-    assert set(reply.config_records) == {protocol.CLIENT}
-    assert set(reply.metric_records[protocol.METRICS]) == {"critic-loss", "logit-gap"}
+    assert set(reply.config_records) == {protocol.CLIENT, protocol.POLICY_USED}
+    assert not reply.metric_records  # no loss or logit gap of the teacher's data
+    assert reply[protocol.POLICY_USED]["strategy"] == "pate-gan"
     with pytest.raises(ProtocolError, match="ballot"):
         PateTeacher(config, 0).answer(RecordDict({protocol.FAKES: _query()[protocol.FAKES]}))
 
@@ -151,9 +152,11 @@ def test_teacher_warm_starts_its_classifier_once(config: RunConfig) -> None:
     session = teacher_session(config, 1)
     assert isinstance(session.critic, TeacherDiscriminator)
     first = session.warm_start(RecordDict())
-    assert first.metric_records[protocol.METRICS]["warm-start-steps"] == 2
-    again = teacher_session(config, 1).warm_start(RecordDict())
-    assert again.metric_records[protocol.METRICS]["warm-start-steps"] == 0
+    assert not first.metric_records and not first.array_records  # nothing trained leaves
+    trained = {k: v.clone() for k, v in session.critic.critic.state_dict().items()}
+    again = teacher_session(config, 1)
+    again.warm_start(RecordDict())
+    assert all(torch.equal(v, trained[k]) for k, v in again.critic.critic.state_dict().items())
 
 
 def test_teacher_with_an_untrusted_server_budget_refuses(config: RunConfig) -> None:

@@ -1,0 +1,160 @@
+"""The node's privacy policy: what a data holder agrees to release, whatever the server asks.
+
+The server's run config may *ask* (a larger noise multiplier, a smaller batch, a tighter budget)
+but never loosen the policy: a request outside it is refused before anything is trained or
+recorded. In a deployment the policy comes from the node config (``flower-supernode
+--node-config "policy-min-noise-multiplier=1.5 policy-epsilon-budget=50"``), with the safe
+defaults below for absent keys; in a simulation the runner passes the user's own settings as the
+policy (:meth:`NodePolicy.from_run_config`). Flower-free: the client's gate applies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from fedgs.run_config import STRATEGIES, RunConfig
+
+PREFIX = "policy-"
+# Strategies whose replies carry no client-side noise: their guarantee needs a trusted server or
+# aggregator, so an untrusted-server epsilon budget cannot be enforced on them.
+TRUSTED_AGGREGATOR = ("fedavg-gan", "datalens", "pate-gan")
+
+# Deployment defaults for keys a node config leaves out (README, "Node privacy policy"): a
+# default deployed GS-WGAN run (sigma 1.07, batch 32, 200 steps over 3 nodes: ~67 queries per
+# node, epsilon ~1,150 untrusted server, autodp-rdp, delta 1e-5) fits in them. The budget caps
+# a node at ~120 such queries; it bounds what a server can take, and a data holder who wants a
+# meaningful guarantee sets a much smaller one.
+DEFAULT_MIN_NOISE_MULTIPLIER = 1.0
+DEFAULT_MAX_BATCH_SIZE = 64
+DEFAULT_EPSILON_BUDGET = 2000.0  # untrusted server, per client; gswgan only
+DEFAULT_CLIP_NORM = {"fedavg-gan": RunConfig.fedavg_clip_norm}  # others: RunConfig.clip_norm
+
+
+class PolicyViolation(ValueError):
+    """A request or a node config outside the policy; the message is the reason sent back."""
+
+
+@dataclass(frozen=True)
+class NodePolicy:
+    """The public privacy settings of one node (one data holder).
+
+    ``min_noise_multiplier`` and ``epsilon_budget`` bind GS-WGAN only (the other strategies add
+    no client-side noise); ``clip_norm`` is the per-row bound C (GS-WGAN) or the delta bound S
+    (Fed-Avg GAN); ``epsilon_budget`` 0 means the node set no budget.
+    """
+
+    strategy: str = "gswgan"
+    min_noise_multiplier: float = DEFAULT_MIN_NOISE_MULTIPLIER
+    clip_norm: float = RunConfig.clip_norm
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
+    delta: float = RunConfig.delta
+    epsilon_budget: float = DEFAULT_EPSILON_BUDGET
+    accountant: str = RunConfig.accountant
+
+    def __post_init__(self) -> None:
+        from fedgs.privacy.accountants import ACCOUNTANT_NAMES
+
+        checks = [
+            (self.strategy in STRATEGIES, f"strategy must be one of {', '.join(STRATEGIES)}"),
+            (self.min_noise_multiplier >= 0, "min-noise-multiplier must be >= 0"),
+            (self.clip_norm > 0, "clip-norm must be positive"),
+            (self.max_batch_size >= 1, "max-batch-size must be >= 1"),
+            (0 < self.delta < 1, "delta must lie in (0, 1)"),
+            (self.epsilon_budget >= 0, "epsilon-budget must be >= 0 (0 = no budget)"),
+            (
+                self.accountant in ACCOUNTANT_NAMES,
+                f"accountant must be one of {', '.join(ACCOUNTANT_NAMES)}",
+            ),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise PolicyViolation(f"node policy: {message} (got {self})")
+
+    @classmethod
+    def deployment_default(cls, strategy: str = "gswgan") -> NodePolicy:
+        """The policy of a node whose config names only ``policy-strategy`` (or nothing)."""
+        if strategy not in STRATEGIES:
+            raise PolicyViolation(
+                f"node policy: policy-strategy must be one of {', '.join(STRATEGIES)}, "
+                f"got {strategy!r}"
+            )
+        budget = 0.0 if strategy in TRUSTED_AGGREGATOR else DEFAULT_EPSILON_BUDGET
+        clip = DEFAULT_CLIP_NORM.get(strategy, RunConfig.clip_norm)
+        return cls(strategy=strategy, clip_norm=clip, epsilon_budget=budget)
+
+    @classmethod
+    def from_run_config(cls, config: RunConfig) -> NodePolicy:
+        """A simulation's policy: the user's own settings (budget 0 = no budget, as passed)."""
+        fedavg = config.strategy == "fedavg-gan"
+        return cls(
+            strategy=config.strategy,
+            min_noise_multiplier=config.noise_multiplier,
+            clip_norm=config.fedavg_clip_norm if fedavg else config.clip_norm,
+            max_batch_size=config.batch_size,
+            delta=config.delta,
+            epsilon_budget=config.client_budget_epsilon,
+            accountant=config.accountant,
+        )
+
+    @classmethod
+    def from_node_config(
+        cls, node_config: Mapping[str, Any], base: NodePolicy | None = None
+    ) -> NodePolicy:
+        """The ``policy-*`` keys of a node config over ``base`` (default: the deployment
+        defaults of the strategy the node config names). Unknown keys and bad values raise."""
+        known = {PREFIX + f.name.replace("_", "-"): f for f in fields(cls)}
+        given = {k: v for k, v in node_config.items() if str(k).startswith(PREFIX)}
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise PolicyViolation(
+                f"unknown node-config key(s) {', '.join(unknown)} (known: {', '.join(known)})"
+            )
+        if base is None:
+            base = cls.deployment_default(str(given.get(PREFIX + "strategy", "gswgan")))
+        changes = {
+            known[k].name: _coerce(v, getattr(base, known[k].name), k) for k, v in given.items()
+        }
+        return replace(base, **changes)
+
+    def check_request(self, noise_multiplier: float, batch_size: int) -> None:
+        """Refuse (PolicyViolation) a query of this node's strategy outside the policy."""
+        if self.strategy == "gswgan" and noise_multiplier < self.min_noise_multiplier:
+            raise PolicyViolation(
+                f"noise multiplier {noise_multiplier:g} is below this node's minimum "
+                f"{self.min_noise_multiplier:g}"
+            )
+        if batch_size > self.max_batch_size:
+            raise PolicyViolation(
+                f"batch of {batch_size} is above this node's maximum of {self.max_batch_size}"
+            )
+
+    def budget_under(self, requested: float) -> float:
+        """The budget the client enforces: the policy's, or the run config's if tighter
+        (a server may ask for more privacy, never less). 0 = none."""
+        budgets = [b for b in (self.epsilon_budget, requested) if b > 0]
+        return min(budgets, default=0.0)
+
+    def applied_to(self, config: RunConfig) -> RunConfig:
+        """``config`` with the node's own clip norm, delta, accountant, budget and strategy."""
+        clip = {
+            "fedavg_clip_norm" if self.strategy == "fedavg-gan" else "clip_norm": self.clip_norm
+        }
+        return config.with_updates(
+            strategy=self.strategy,
+            delta=self.delta,
+            accountant=self.accountant,
+            client_budget_epsilon=self.budget_under(config.client_budget_epsilon),
+            **clip,
+        )
+
+
+def _coerce(value: Any, default: Any, key: str) -> Any:
+    """Node-config values arrive TOML-typed (numbers) or as strings; bools are not policy."""
+    try:
+        return type(default)(value)
+    except (TypeError, ValueError) as error:
+        raise PolicyViolation(
+            f"node-config '{key}' must be a {type(default).__name__}, got {value!r}"
+        ) from error
