@@ -303,3 +303,107 @@ def test_a_diverged_critic_answers_like_a_healthy_one_and_pays(config: RunConfig
     after = ClientSession(config, 0)
     assert after.ledger.query_counts() == {after.client_id: 2}  # paid like any answer
     assert after.store.failures(after.client_id) == 1  # counted locally, never sent
+
+
+# --- (e) through the real engines ----------------------------------------------------------
+
+
+def _probe_outcomes(run_dir: Path) -> tuple[dict[int, dict[str, str]], list[dict[str, str]]]:
+    """Per node: request name -> 'answered' or the refusal's reason; and the state hashes
+    after each request."""
+    entries = json.loads((run_dir / "probe.json").read_text())
+    outcomes: dict[int, dict[str, str]] = {}
+    for entry in entries:
+        if "node" in entry:
+            outcome = entry.get("reason", "answered")
+            if outcome == "answered":
+                assert entry["records"] == sorted(
+                    [protocol.SANITIZED, protocol.CLIENT, protocol.POLICY_USED]
+                )
+            outcomes.setdefault(entry["node"], {})[entry["request"]] = outcome
+    return outcomes, [entry["state"] for entry in entries if "state" in entry]
+
+
+def _assert_policy_held(outcome: dict[str, str], states: list[dict[str, str]]) -> None:
+    """The probe against a node allowing two queries at its sigma and batches up to 8."""
+    assert outcome["valid"] == "answered" and outcome["again-0"] == "answered", outcome
+    assert "above this node's maximum of 8" in outcome["big-batch"]
+    assert "serves only gswgan" in outcome["foreign-datalens"]
+    assert "serves only gswgan" in outcome["foreign-fedavg"]
+    assert all("privacy budget exhausted" in outcome[f"again-{i}"] for i in (1, 2))
+    # state after: valid, big-batch, datalens, fedavg, again-0, again-1, again-2
+    assert states[0] == states[1] == states[2] == states[3]  # refusals changed nothing
+    assert states[4] != states[3] and states[4] == states[5] == states[6]
+
+
+@pytest.mark.slow
+def test_policy_refusals_through_the_simulation_engine(tmp_path: Path) -> None:
+    import os
+
+    from flwr.simulation import run_simulation
+    from privacy_boundary_apps import per_node_policy_app, probe_server_app
+
+    from fedgs.simulations.simulate import EngineOptions, backend_config
+
+    config = RunConfig(
+        **TINY, num_clients=2, min_nodes=2, warm_start_steps=0, run_dir=str(tmp_path / "run")
+    )
+    sigma = config.noise_multiplier
+    budget = _epsilon_of(2, config, sigma) * 1.0001
+    policies = {
+        0: NodePolicy(min_noise_multiplier=sigma * 2, max_batch_size=8, epsilon_budget=budget),
+        1: NodePolicy(min_noise_multiplier=sigma, max_batch_size=8, epsilon_budget=budget),
+    }
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    run_simulation(
+        server_app=probe_server_app(config),
+        client_app=per_node_policy_app(config.to_user_config(), policies),
+        num_supernodes=2,
+        backend_config=backend_config(EngineOptions(ray_cpus=2, object_store_mb=256)),
+    )
+    outcomes, states = _probe_outcomes(Path(config.run_dir))
+    (strict,) = [o for o in outcomes.values() if o["valid"] != "answered"]
+    (served,) = [o for o in outcomes.values() if o["valid"] == "answered"]
+    assert all("below this node's minimum" in strict[r] for r in ("valid", "big-batch", "again-0"))
+    _assert_policy_held(served, states)
+    session = ClientSession(config, 0)  # the strict node's writer never paid anything
+    assert session.ledger.query_counts() == {}
+    assert sum(ClientSession(config, 1).ledger.query_counts().values()) == 2
+
+
+@pytest.mark.slow
+def test_policy_refusals_through_fedgs_deploy_local(tmp_path: Path) -> None:
+    from deploy_support import SMALL, client_ledger
+
+    from fedgs.deploy.app_bundle import Components, write_app
+    from fedgs.deploy.launcher import LocalDeployment, LocalOptions
+
+    base = RunConfig.from_user_config(SMALL)
+    sigma = 2.0
+    budget = _epsilon_of(2, base, sigma) * 1.0001
+    policy = {
+        "policy-min-noise-multiplier": sigma,
+        "policy-max-batch-size": 8,
+        "policy-epsilon-budget": budget,
+    }
+    apps = Path(__file__).with_name("privacy_boundary_apps.py")
+    components = Components("privacy_boundary_apps:deployed_probe", "fedgs.client.app:app")
+    options = LocalOptions(nodes=1, policy=policy)
+    with LocalDeployment(tmp_path / "deployment", options) as deployment:
+        state_dir = deployment.state_dir(0)
+        run = SMALL | {"num-clients": 1, "min-nodes": 1, "state-dir": str(state_dir)}
+        results = {}
+        for name, asked in (("low", sigma / 2), ("ok", sigma)):
+            run_dir = tmp_path / name
+            app = write_app(tmp_path / f"{name}-app", components, modules=[apps])
+            config = run | {"run-dir": str(run_dir), "noise-multiplier": asked}
+            result = deployment.run(config, app=app)
+            assert result.ok, result
+            results[name] = _probe_outcomes(run_dir)
+            if name == "low":  # the server asked for less noise than the node allows
+                (outcome,), states = results[name][0].values(), results[name][1]
+                assert all("below this node's minimum" in reason for reason in outcome.values())
+                assert all(state == {} for state in states) and client_ledger(state_dir) == {}
+        (outcome,), states = results["ok"][0].values(), results["ok"][1]
+        _assert_policy_held(outcome, states)
+        assert sum(client_ledger(state_dir).values()) == 2

@@ -72,6 +72,15 @@ def _local(commands: argparse._SubParsersAction) -> None:
         help="torch threads per ServerApp/ClientApp process; 0: the inherited OMP_NUM_THREADS "
         "or one per core (%(default)s)",
     )
+    parser.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="every node's privacy policy, a policy-* node-config key (repeatable), e.g. "
+        "--policy policy-min-noise-multiplier=1.5 --policy policy-epsilon-budget=50; absent "
+        "keys take the safe defaults (README, 'Node privacy policy')",
+    )
     parser.add_argument("--steps", type=int, help="generator steps (run-config 'steps')")
     parser.add_argument(
         "--run-config",
@@ -149,6 +158,20 @@ def _local_run_config(args: argparse.Namespace) -> dict[str, Any]:
     return config
 
 
+def _node_policy(pairs: list[str]) -> dict[str, str | float]:
+    """``--policy KEY=VALUE`` options as node-config entries (numbers as numbers)."""
+    policy: dict[str, str | float] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.startswith("policy-"):
+            raise ValueError(f"--policy takes policy-KEY=VALUE, got {pair!r}")
+        try:
+            policy[key] = float(value)
+        except ValueError:
+            policy[key] = value
+    return policy
+
+
 def _run_local(args: argparse.Namespace) -> int:
     from fedgs.deploy.launcher import DeploymentError, LocalOptions, run_local
     from fedgs.deploy.topology import Security
@@ -157,7 +180,11 @@ def _run_local(args: argparse.Namespace) -> int:
     try:
         run_config = _local_run_config(args)
         options = LocalOptions(
-            args.nodes, Security(args.tls, args.tls), warm=not args.cold, threads=args.threads
+            args.nodes,
+            Security(args.tls, args.tls),
+            warm=not args.cold,
+            threads=args.threads,
+            policy=_node_policy(args.policy),
         )
     except (TypeError, ValueError) as error:
         print(f"fedgs deploy local: error: {error}", file=sys.stderr)

@@ -40,18 +40,23 @@ class LocalOptions:
     inherited OMP_NUM_THREADS, else torch's default of one per core). The nodes of a local
     deployment share one machine's cores, and several multi-threaded processes on the same
     cores wait on each other: on 2 busy cores a critic query took 10 s with 2 threads, 2.4 s
-    with 1 (the simulation engine gives each client one CPU the same way)."""
+    with 1 (the simulation engine gives each client one CPU the same way). ``policy``: every
+    node's privacy policy, ``policy-*`` node-config keys (fedgs.privacy.policy)."""
 
     nodes: int = 3
     security: topology.Security = field(default_factory=topology.Security)
     warm: bool = True
     threads: int = 1
+    policy: Mapping[str, str | int | float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        from fedgs.privacy.policy import NodePolicy
+
         if self.threads < 0:
             raise ValueError(
                 f"threads must be 0 (the inherited setting) or more, got {self.threads}"
             )
+        NodePolicy.from_node_config(self.policy)  # a bad policy fails here, not on every node
 
 
 def free_port() -> int:
@@ -147,7 +152,10 @@ class LocalDeployment:
                 ca_cert=ca_cert,
                 private_key=str(self.keys(partition_id).private),
                 config=topology.node_config(
-                    partition_id, self.options.nodes, str(self.state_dir(partition_id))
+                    partition_id,
+                    self.options.nodes,
+                    str(self.state_dir(partition_id)),
+                    self.options.policy,
                 ),
             )
             commands[topology.executor_name(partition_id)] = topology.superexec_args(

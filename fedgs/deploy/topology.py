@@ -64,9 +64,18 @@ def executor_name(partition_id: int) -> str:
     return f"clientapp-{partition_id}"
 
 
-def node_config(partition_id: int, num_partitions: int, state_dir: str) -> str:
-    """``--node-config``: which client this node is and where its private state lives."""
-    return f'partition-id={partition_id} num-partitions={num_partitions} state-dir="{state_dir}"'
+def node_config(
+    partition_id: int,
+    num_partitions: int,
+    state_dir: str,
+    policy: Mapping[str, str | int | float] | None = None,
+) -> str:
+    """``--node-config``: which client this node is, where its private state lives and its
+    privacy policy (``policy-*`` keys; absent ones take ``NodePolicy``'s safe defaults)."""
+    config = f'partition-id={partition_id} num-partitions={num_partitions} state-dir="{state_dir}"'
+    for key, value in (policy or {}).items():
+        config += f' {key}="{value}"' if isinstance(value, str) else f" {key}={value!r}"
+    return config
 
 
 def superlink_args(
