@@ -184,7 +184,11 @@ class RunConfig:
     )
     client_budget_epsilon: float = field(
         default=0.0,
-        metadata={"help": "each client refuses queries past this epsilon; 0 = no budget"},
+        metadata={
+            "help": "each client refuses queries past this epsilon (untrusted server); 0 = no "
+            "budget. Simulation: every node's policy budget; deployment: may only tighten each "
+            "node's own policy-epsilon-budget"
+        },
     )
     # compute (GS-WGAN: server and clients; the other strategies run on the CPU)
     device: str = field(
