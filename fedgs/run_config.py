@@ -18,19 +18,20 @@ from fedgs.training.hparams import FedAvgGANConfig, GSWGANConfig
 STRATEGIES = ("gswgan", "fedavg-gan", "datalens", "pate-gan")
 
 
-def _coerce(value: Any, default: Any, key: str) -> Any:
-    """Convert a run-config value to the type of its default (Flower sends TOML-typed values)."""
+def coerce(value: Any, default: Any, key: str, source: str = "run-config") -> Any:
+    """Convert a run-config (or node-config) value to the type of its default (Flower sends
+    TOML-typed values); ``source`` names the config in the error."""
     if isinstance(default, bool):
         if isinstance(value, str):
             if value.lower() not in ("true", "false", "1", "0"):
-                raise ValueError(f"run-config '{key}' must be true or false, got '{value}'")
+                raise ValueError(f"{source} '{key}' must be true or false, got '{value}'")
             return value.lower() in ("true", "1")
         return bool(value)
     try:
         return type(default)(value)
     except (TypeError, ValueError) as error:
         raise ValueError(
-            f"run-config '{key}' must be a {type(default).__name__}, got {value!r}"
+            f"{source} '{key}' must be a {type(default).__name__}, got {value!r}"
         ) from error
 
 
@@ -238,7 +239,7 @@ class RunConfig:
                     raise ValueError(
                         f"unknown run-config key '{key}' (known: {', '.join(sorted(known))})"
                     )
-                values[known[key].name] = _coerce(value, known[key].default, key)
+                values[known[key].name] = coerce(value, known[key].default, key)
         return cls(**values)
 
     def to_user_config(self) -> dict[str, Any]:

@@ -40,7 +40,7 @@ class WarmStartProgress:
     steps: int
     state_dir: str
     trained: list[str] = field(default_factory=list)  # client ids, in order of completion
-    already_warm: int = 0  # replies (this attempt) from clients an earlier attempt trained
+    already_warm: int = 0  # replies (this attempt) from clients an earlier attempt recorded
     failed: int = 0  # this attempt
     seconds: float = 0.0  # wall time of every attempt together
     complete: bool = False
@@ -68,12 +68,11 @@ def _record(reply: Message, progress: WarmStartProgress, trained: set[str]) -> N
             "warm start failed on node %s: %s", reply.metadata.src_node_id, reply.error.reason
         )
         return
-    metrics = reply.content.metric_records.get(protocol.METRICS, {})
     identity = reply.content.config_records.get(protocol.CLIENT, {})
     client = str(identity.get(protocol.CLIENT_ID, f"node-{reply.metadata.src_node_id}"))
-    if int(metrics.get("warm-start-steps", 0)) == 0 and progress.steps > 0:
+    if client in trained:  # an earlier attempt recorded it (replies carry no step counts)
         progress.already_warm += 1
-    if client not in trained:
+    else:
         trained.add(client)
         progress.trained.append(client)
 

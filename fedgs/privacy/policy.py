@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from fedgs.run_config import STRATEGIES, RunConfig
+from fedgs.run_config import STRATEGIES, RunConfig, coerce
 
 PREFIX = "policy-"
 # Strategies whose replies carry no client-side noise: their guarantee needs a trusted server or
@@ -151,10 +151,7 @@ class NodePolicy:
 
 
 def _coerce(value: Any, default: Any, key: str) -> Any:
-    """Node-config values arrive TOML-typed (numbers) or as strings; bools are not policy."""
     try:
-        return type(default)(value)
-    except (TypeError, ValueError) as error:
-        raise PolicyViolation(
-            f"node-config '{key}' must be a {type(default).__name__}, got {value!r}"
-        ) from error
+        return coerce(value, default, key, "node-config")
+    except ValueError as error:
+        raise PolicyViolation(str(error)) from error
