@@ -19,10 +19,11 @@ class NonFiniteGradientError(ValueError):
 
 @dataclass(frozen=True)
 class SanitizedGradient:
-    """A clipped and noised gradient batch, plus pre-clip norm statistics for monitoring.
+    """A clipped and noised gradient batch, plus pre-clip norms for local monitoring.
 
-    Only ``values`` is privatized; the norm statistics are aggregate diagnostics a client may
-    choose to report (they are not covered by the DP guarantee, so the client decides).
+    Only ``values`` is privatized and only ``values`` leaves a client
+    (``protocol.encode_gradient``): the pre-clip norms are a function of the private data that
+    no epsilon covers, so no reply carries them.
     """
 
     values: torch.Tensor
