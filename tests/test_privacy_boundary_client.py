@@ -242,6 +242,28 @@ def test_deployment_defaults_are_finite_and_bad_policies_are_clear_errors() -> N
     }
 
 
+def test_deploy_local_renders_the_node_policy_and_refuses_a_bad_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from fedgs.cli import main
+    from fedgs.deploy import topology
+    from fedgs.deploy.launcher import LocalDeployment, LocalOptions
+
+    policy = {"policy-min-noise-multiplier": 1.5, "policy-strategy": "gswgan"}
+    commands = LocalDeployment(tmp_path, LocalOptions(nodes=2, policy=policy)).commands()
+    for partition in range(2):
+        argv = commands[topology.node_name(partition)]
+        rendered = argv[argv.index("--node-config") + 1]
+        assert 'policy-min-noise-multiplier=1.5 policy-strategy="gswgan"' in rendered
+    out = tmp_path / "d"
+    argv = ["deploy", "local", "--policy", "policy-delta=2", "--steps", "1", "--out", str(out)]
+    assert main(argv) == 2
+    assert "delta must lie in (0, 1)" in capsys.readouterr().err
+    assert main([*argv[:2], "--policy", "delta=0.1", *argv[4:]]) == 2
+    assert "--policy takes policy-KEY=VALUE" in capsys.readouterr().err
+    assert not out.exists()  # refused before anything starts
+
+
 # --- (c) concurrency -----------------------------------------------------------------------
 
 
