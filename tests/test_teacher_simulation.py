@@ -66,7 +66,8 @@ def test_votes_are_validated_paid_for_and_compact(strategy: str, tmp_path) -> No
         assert seen["ledger"] == dict.fromkeys(ids, step)
         for reply in honest:
             assert set(reply.content.array_records) == {VOTES[strategy]}
-            assert set(reply.content.config_records) == {protocol.CLIENT}
+            assert set(reply.content.config_records) == {protocol.CLIENT, protocol.POLICY_USED}
+            assert not reply.content.metric_records  # no statistic of the teacher's data
     # bytes on the wire: the analytic payload plus a bounded framing cost per array
     first = record[0]
     if strategy == "datalens":
