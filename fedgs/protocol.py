@@ -27,6 +27,7 @@ WARM_START = "train.warmstart"
 FAKES, IMAGES, LABELS = "fakes", "images", "labels"
 SANITIZED, GRADIENT = "sanitized", "gradient"
 METRICS, CLIENT, CLIENT_ID = "metrics", "client", "client-id"
+POLICY_USED = "policy-used"  # the public policy values a client applied to its reply
 WARM_START_CONFIG, STEPS = "warmstart", "steps"
 
 PIXELS = 784

@@ -55,7 +55,7 @@ def test_warm_starts_run_in_parallel_on_the_actors(tmp_path: Path) -> None:
     assert overlapping_pairs(records) >= 1  # ...at the same time
     progress = WarmStartProgress.load(tmp_path / "run")
     assert progress is not None and progress.complete and len(progress.trained) == 8
-    assert progress.failed == 0 and progress.already_warm == 0 and progress.seconds > 0
+    assert progress.failed == 0 and progress.seconds > 0
 
 
 def _command(run_dir: Path, *args: str) -> list[str]:
@@ -91,7 +91,6 @@ def test_a_killed_warm_start_keeps_its_finished_clients(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     progress = json.loads((run_dir / WARM_START_JSON).read_text())
     assert progress["complete"] and len(progress["trained"]) == 8
-    assert progress["already_warm"] >= len(finished)  # they answered without training again
     for name, before in finished.items():
         state = torch.load(state_dir / name, weights_only=True)
         assert state["warm_started"]

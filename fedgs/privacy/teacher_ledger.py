@@ -1,8 +1,11 @@
-"""Privacy ledger of the teacher-ensemble strategies: which client's votes entered which step.
+"""Privacy ledger of the teacher-ensemble strategies: which client was asked in which step.
 
-A teacher pays for a step when its votes enter the noisy aggregate (a reply the server drops
-never reaches the output). Steps are counted per client and per kind (``teacher_events``), so a
-run of any length costs a few integers, and clients with equal counts share one evaluation.
+The server charges a teacher for a step when it *sends* it the query (conservative: a teacher
+whose reply is lost or dropped is charged too, so a killed run never shows fewer steps than a
+client's own count); a query sent to a node whose client is not known yet is charged to the
+node's name and moved to the client when its reply names it (``attribute``). Steps are counted
+per client and per kind (``teacher_events``), so a run of any length costs a few integers, and
+clients with equal counts share one evaluation.
 """
 
 from __future__ import annotations
@@ -14,7 +17,13 @@ from collections import Counter
 from typing import Any
 
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
-from fedgs.privacy.events import THREAT_MODELS, TRUSTED_AGGREGATOR, UNTRUSTED_SERVER
+from fedgs.privacy.events import (
+    NEIGHBOURING,
+    REPLACE_ONE,
+    THREAT_MODELS,
+    TRUSTED_AGGREGATOR,
+    UNTRUSTED_SERVER,
+)
 from fedgs.privacy.teacher_events import TeacherKind, step_event, teacher_client_event
 
 Signature = tuple[tuple[TeacherKind, int], ...]
@@ -38,8 +47,14 @@ class TeacherLedger:
         key = (str(mechanism), float(multiplier), int(releases))
         self._steps.setdefault(str(client_id), Counter())[key] += 1
 
+    def attribute(self, node: str, client_id: str) -> None:
+        """The steps charged to ``node``'s name are ``client_id``'s (its reply named it)."""
+        kinds = self._steps.pop(str(node), None) if str(node) != str(client_id) else None
+        if kinds:
+            self._steps.setdefault(str(client_id), Counter()).update(kinds)
+
     def step_counts(self) -> dict[str, int]:
-        """Steps each client's votes entered, per client that voted at all."""
+        """Steps each client was charged for, per client charged at all."""
         return {client: sum(kinds.values()) for client, kinds in self._steps.items()}
 
     def signature(self, client_id: str, extra: TeacherKind | None = None) -> Signature:
@@ -104,10 +119,13 @@ class TeacherLedger:
         return {
             "delta": delta,
             "accountant": acct.name,
+            "neighbouring": REPLACE_ONE,
+            "neighbouring_relation": NEIGHBOURING[REPLACE_ONE],
             TRUSTED_AGGREGATOR.replace("-", "_"): {
                 "threat_model": TRUSTED_AGGREGATOR,
                 "assumption": THREAT_MODELS[TRUSTED_AGGREGATOR],
                 "accountant": acct.name,
+                "neighbouring": REPLACE_ONE,
                 "epsilon": epsilon,
                 "client_id": worst,
             },
