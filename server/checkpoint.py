@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from fedgs.privacy import PrivacyLedger
-from fedgs.server.sampling import ClientSampling
+from fedgs.privacy.client_sampling import ClientSampling
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.run_dir import write_atomic
 

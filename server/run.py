@@ -31,12 +31,12 @@ from fedgs.device import resolve_device
 from fedgs.metrics import GeneratorScores, save_class_grid
 from fedgs.metrics.evaluator import GeneratorEvaluator
 from fedgs.privacy import PrivacyLedger
+from fedgs.privacy.client_sampling import ClientSampling
 from fedgs.privacy.events import REPLACE_ONE
 from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import ServerState, load_checkpoint, save_checkpoint, save_ledger
 from fedgs.server.fedavg_strategy import FedAvgGANStrategy
 from fedgs.server.replies import NodeIdentities, StepOutcome
-from fedgs.server.sampling import ClientSampling
 from fedgs.server.strategy import GSWGANStrategy
 from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer

@@ -30,8 +30,8 @@ CURVES = (
     ("epsilon_trusted_sampler", "epsilon, trusted sampler"),
     ("epsilon_trusted_server", "epsilon, trusted server (Fed-Avg GAN)"),
     ("epsilon_trusted_aggregator", "epsilon, trusted aggregator (teachers)"),
-    ("grad_norm_mean", "mean pre-clip gradient norm (logged)"),
-    ("clipped_fraction", "fraction of rows clipped (logged)"),
+    ("received_row_norm_mean", "mean L2 norm of the received sanitized rows (server-side)"),
+    ("received_delta_norm_mean", "mean L2 norm of the received deltas (Fed-Avg GAN, server-side)"),
 )
 
 
