@@ -39,6 +39,12 @@ def save_ledger(run_dir: Path, ledger: PrivacyLedger) -> None:
     write_atomic(Path(run_dir) / LEDGER_NAME, ledger.to_json().encode())
 
 
+def load_ledger(run_dir: Path) -> PrivacyLedger | None:
+    """The ledger a killed run left (None when it paid nothing yet)."""
+    path = Path(run_dir) / LEDGER_NAME
+    return PrivacyLedger.from_json(path.read_text()) if path.exists() else None
+
+
 def save_checkpoint(run_dir: Path, state: ServerState) -> Path:
     trainer = state.trainer
     payload = {
@@ -60,7 +66,8 @@ def save_checkpoint(run_dir: Path, state: ServerState) -> Path:
 def load_checkpoint(run_dir: Path, state: ServerState) -> bool:
     """Restore ``state`` in place from the run directory; False when there is no checkpoint.
 
-    The ledger comes from its own per-step file, so it includes the steps after the checkpoint.
+    The ledger is not in the checkpoint: ``load_ledger`` reads its own per-step file, which
+    includes the steps after the checkpoint (and exists even when no checkpoint was written).
     """
     path = Path(run_dir) / CHECKPOINT_NAME
     if not path.exists():
@@ -71,7 +78,6 @@ def load_checkpoint(run_dir: Path, state: ServerState) -> bool:
     state.trainer.ema.load_state_dict(payload["ema"])
     state.trainer.optimizer.load_state_dict(payload["optimizer"])
     state.trainer.rng.set_state(payload["latent_rng"])
-    state.ledger = PrivacyLedger.from_json((Path(run_dir) / LEDGER_NAME).read_text())
     restore_sampler(state.sampler, payload.get("sampler"))
     return True
 

@@ -109,9 +109,13 @@ class FedAvgGANRun(FederatedRun):
         self.step = int(payload["step"])
         self.trainer.load_state_dict(payload["trainer"])
         restore_sampler(self.sampler, payload.get("sampler"))
-        rounds = json.loads((self.out.root / ROUNDS_NAME).read_text())
-        self.ledger = self.strategy.ledger = FedAvgLedger.from_dict(rounds)
         return True
+
+    def load_privacy_state(self) -> None:
+        path = self.out.root / ROUNDS_NAME
+        if path.exists():
+            rounds = json.loads(path.read_text())
+            self.ledger = self.strategy.ledger = FedAvgLedger.from_dict(rounds)
 
     def final_payload(self) -> dict:
         return {

@@ -34,7 +34,13 @@ from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.client_sampling import ClientSampling
 from fedgs.privacy.events import REPLACE_ONE
 from fedgs.run_config import RunConfig
-from fedgs.server.checkpoint import ServerState, load_checkpoint, save_checkpoint, save_ledger
+from fedgs.server.checkpoint import (
+    ServerState,
+    load_checkpoint,
+    load_ledger,
+    save_checkpoint,
+    save_ledger,
+)
 from fedgs.server.fedavg_strategy import FedAvgGANStrategy
 from fedgs.server.replies import NodeIdentities, StepOutcome
 from fedgs.server.strategy import GSWGANStrategy
@@ -138,6 +144,11 @@ class FederatedRun(ABC):
         """Restore the run from its directory (resume); False when there is no checkpoint."""
 
     @abstractmethod
+    def load_privacy_state(self) -> None:
+        """Resume what was paid, checkpoint or not: a run killed before its first checkpoint
+        restarts its steps, never its ledger."""
+
+    @abstractmethod
     def final_payload(self) -> dict:
         """What generator.pt holds at the end."""
 
@@ -189,6 +200,8 @@ class FederatedRun(ABC):
         c = self.config
         # the wall-clock budget counts from here: waiting for nodes and the warm start included
         deadline = time.monotonic() + 60 * c.max_minutes if c.max_minutes > 0 else math.inf
+        if c.resume:
+            self.load_privacy_state()
         resumed = c.resume and self.load_checkpoint()
         wait_for_nodes(grid, max(c.min_nodes, 1), c.reply_timeout)
         if not resumed:
@@ -272,8 +285,12 @@ class GSWGANRun(FederatedRun):
         if not load_checkpoint(self.out.root, self.state):
             return False
         self.step = self.state.step
-        self.strategy.ledger = self.state.ledger
         return True
+
+    def load_privacy_state(self) -> None:
+        ledger = load_ledger(self.out.root)
+        if ledger is not None:
+            self.state.ledger = self.strategy.ledger = ledger
 
     def prepare_clients(self, grid: Grid) -> None:
         c = self.config

@@ -122,6 +122,9 @@ class TeacherRun(FederatedRun):
         self.step = int(payload["step"])
         self.load_trainer_state(payload["trainer"])
         restore_sampler(self.sampler, payload.get("sampler"))
-        text = (self.out.root / TEACHER_LEDGER_NAME).read_text()
-        self.ledger = self.strategy.ledger = TeacherLedger.from_json(text)
         return True
+
+    def load_privacy_state(self) -> None:
+        path = self.out.root / TEACHER_LEDGER_NAME
+        if path.exists():
+            self.ledger = self.strategy.ledger = TeacherLedger.from_json(path.read_text())
