@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from flower_apps import TAMPERED, recording_server_app, tampering_client_app
+from flower_apps import TAMPERED, recording_server_app, simulate, tampering_client_app
 
 from fedgs import protocol
 from fedgs.client.session import ClientSession
 from fedgs.run_config import RunConfig
-from fedgs.simulations.simulate import EngineOptions, backend_config
 
 pytestmark = pytest.mark.slow
 
@@ -26,18 +23,6 @@ SMALL = {
 }
 
 
-def _run(server_app, client_app, nodes: int) -> None:
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    from flwr.simulation import run_simulation
-
-    run_simulation(
-        server_app=server_app,
-        client_app=client_app,
-        num_supernodes=nodes,
-        backend_config=backend_config(EngineOptions(ray_cpus=2, object_store_mb=256)),
-    )
-
-
 def test_replies_budgets_and_bad_clients_through_the_real_engine(tmp_path) -> None:
     base = RunConfig.from_user_config(SMALL, {"run-dir": str(tmp_path)})
     # a budget that allows exactly three queries of this size per client
@@ -49,7 +34,7 @@ def test_replies_budgets_and_bad_clients_through_the_real_engine(tmp_path) -> No
     overrides = config.to_user_config()
     plan = ["all", "all", "tampered", "all", "honest"]
     record: list[dict] = []
-    _run(recording_server_app(config, plan, record), tampering_client_app(overrides), nodes=5)
+    simulate(recording_server_app(config, plan, record), tampering_client_app(overrides), nodes=5)
     assert [r["which"] for r in record] == plan
 
     # steps 1-2: every honest reply carries the B x 784 sanitized matrix and nothing else;

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 from pathlib import Path
 
 import pytest
+from flower_apps import simulate
 from privacy_boundary_apps import CLAIMS, claiming_client_app, gswgan_server_app
 
 from fedgs.client.app import build_client_app
@@ -26,7 +26,6 @@ from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import LEDGER_NAME
 from fedgs.server.fedavg_run import FedAvgGANRun
 from fedgs.server.run import GSWGANRun
-from fedgs.simulations.simulate import EngineOptions, backend_config
 from fedgs.training.run_dir import summarize
 
 SMALL = {
@@ -39,18 +38,6 @@ SMALL = {
     "eval-every": 0,
     "min-nodes": 4,
 }
-
-
-def _simulate(server_app, client_app, nodes: int) -> None:
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    from flwr.simulation import run_simulation
-
-    run_simulation(
-        server_app=server_app,
-        client_app=client_app,
-        num_supernodes=nodes,
-        backend_config=backend_config(EngineOptions(ray_cpus=2, object_store_mb=256)),
-    )
 
 
 def _server_ledger(config: RunConfig) -> PrivacyLedger:
@@ -88,14 +75,14 @@ def test_a_run_killed_between_send_and_save_never_shows_fewer_queries_than_the_c
     )
     clients = build_client_app(config.to_user_config())
     # step 3's replies are in (the two clients paid and saved their ledgers), then the server dies
-    _simulate(gswgan_server_app(config, kill_at=3), clients, nodes=4)
+    simulate(gswgan_server_app(config, kill_at=3), clients, nodes=4)
     answered = _assert_server_covers_every_client(config)
     assert sum(answered.values()) == 3 * 2  # the killed step was answered
     assert sum(_server_ledger(config).query_counts().values()) == 3 * 2
 
     # the resumed run repeats step 3 from the step-2 checkpoint: what was paid stays paid
     resumed = config.with_updates(resume=True)
-    _simulate(gswgan_server_app(resumed), build_client_app(resumed.to_user_config()), nodes=4)
+    simulate(gswgan_server_app(resumed), build_client_app(resumed.to_user_config()), nodes=4)
     answered = _assert_server_covers_every_client(resumed)
     # 3 steps before the kill and steps 3-4 again: 5 steps of 2 queries, on both sides
     assert sum(answered.values()) == sum(_server_ledger(resumed).query_counts().values()) == 10
@@ -115,7 +102,7 @@ def test_claims_in_a_reply_never_change_what_the_server_charges(tmp_path: Path) 
             "sampling-seed": 5,
         },
     )
-    _simulate(gswgan_server_app(config), claiming_client_app(config.to_user_config()), nodes=4)
+    simulate(gswgan_server_app(config), claiming_client_app(config.to_user_config()), nodes=4)
     with (tmp_path / "metrics.csv").open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     # the steps went on with the honest client; the three claiming replies were dropped
