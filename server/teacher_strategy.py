@@ -98,7 +98,11 @@ class TeacherStrategy(ServerScoredStrategy):
         self._pending = set(nodes)
         kind = self.step_kind()
         for node in nodes:  # paid when asked, before the query leaves
-            self.ledger.record(self._ledger_name(node), kind)
+            client = self.identities.client_of(node)
+            if client is None:
+                self.ledger.record_unattributed(self.identities.label(node), kind)
+            else:
+                self.ledger.record(client, kind)
         records = self.query(server_round)
         return [
             Message(
@@ -108,9 +112,6 @@ class TeacherStrategy(ServerScoredStrategy):
             )
             for node in nodes
         ]
-
-    def _ledger_name(self, node: int) -> str:
-        return self.identities.client_of(node) or self.identities.label(node)
 
     def _validate(self, reply: Message) -> Any:
         """The reply's votes; binds its node to its client (moving the node's earlier charges)."""
