@@ -215,7 +215,17 @@ class RunConfig:
     eval_samples: int = field(default=1000, metadata={"help": "samples per evaluation"})
     seed: int = field(
         default=0,
-        metadata={"help": "seed of sampling, latents and initialisation (never of the DP noise)"},
+        metadata={
+            "help": "seed of latents and initialisation (never of client sampling or DP noise)"
+        },
+    )
+    sampling_seed: int = field(
+        default=-1,
+        metadata={
+            "help": "client sampling: -1 = secret OS randomness (default); N >= 0 = reproducible "
+            "sampling from seed N, and then the amplified epsilons (trusted sampler, Fed-Avg "
+            "GAN's Poisson sampling) do not hold"
+        },
     )
     min_nodes: int = field(
         default=0,
@@ -260,6 +270,10 @@ class RunConfig:
             raise ValueError(f"client-num-gpus must be >= 0, got {self.client_num_gpus}")
         if self.max_minutes < 0:
             raise ValueError(f"max-minutes must be >= 0, got {self.max_minutes}")
+        if self.sampling_seed < -1:
+            raise ValueError(
+                f"sampling-seed must be -1 (secret) or a seed >= 0, got {self.sampling_seed}"
+            )
 
         if self.wire_dtype not in WIRE_DTYPES:
             raise ValueError(

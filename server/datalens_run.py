@@ -27,7 +27,12 @@ class DataLensRun(TeacherRun):
         self.settings = DataLensSettings.from_run_config(config)
         self.trainer = GeneratorTrainer(self.dataset.num_classes, config.gswgan(), seed=config.seed)
         self.strategy = DataLensStrategy(
-            self.trainer, self.ledger, self.sampler, self.settings, config.wire_dtype
+            self.trainer,
+            self.ledger,
+            self.sampler,
+            self.settings,
+            config.wire_dtype,
+            self.identities,
         )
 
     def sample(self, labels: torch.Tensor) -> torch.Tensor:

@@ -20,6 +20,7 @@ from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.privacy.topagg import aggregate_votes
 from fedgs.protocol import PIXELS
 from fedgs.run_config import RunConfig
+from fedgs.server.replies import NodeIdentities
 from fedgs.server.teacher_strategy import TeacherStrategy
 from fedgs.training.generator import GeneratorTrainer
 
@@ -50,6 +51,7 @@ class DataLensSettings:
 class DataLensStrategy(TeacherStrategy):
     message_type = protocol_datalens.QUERY
     name = "DataLens"
+    strategy = "datalens"
 
     def __init__(
         self,
@@ -58,8 +60,9 @@ class DataLensStrategy(TeacherStrategy):
         sampler: np.random.Generator,
         settings: DataLensSettings,
         wire_dtype: str = "float32",
+        identities: NodeIdentities | None = None,
     ) -> None:
-        super().__init__(ledger, sampler, settings.teachers_per_step)
+        super().__init__(ledger, sampler, settings.teachers_per_step, identities)
         self.trainer = trainer
         self.settings = settings
         self.wire_dtype = wire_dtype

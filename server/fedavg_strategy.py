@@ -3,8 +3,11 @@
 Per round it Poisson-samples nodes (each with q = m / K), sends each D's weights and fresh fake
 batches, clips every client's delta to S, sums, adds N(0, (z S)^2), divides by m (fixed
 denominator, ``fedgs.privacy.dp_fedavg``), applies it to D with the server learning rate and
-trains G for n_G steps (ALGORITHMS.md s.2). A failed or malformed reply is dropped and logged;
-the round's privacy cost is the same either way (one noised release).
+trains G for n_G steps (ALGORITHMS.md s.2). A failed or malformed reply, or one naming another
+client or a policy other than asked, is dropped and logged; the round's privacy cost is the same
+either way (one noised release) and is recorded when the round's messages are sent. The round's
+diagnostics (received delta norms, the fraction clipped) are computed by the server from the
+deltas it received: under this trusted-server model the server sees them unnoised anyway.
 """
 
 from __future__ import annotations
@@ -19,7 +22,13 @@ from flwr.serverapp import Grid
 from fedgs import protocol, protocol_fedavg
 from fedgs.privacy import FedAvgLedger
 from fedgs.privacy.dp_fedavg import clip_delta, noisy_mean
-from fedgs.server.replies import ServerScoredStrategy, StepOutcome, expected_replies
+from fedgs.server.replies import (
+    NodeIdentities,
+    ServerScoredStrategy,
+    StepOutcome,
+    check_policy_used,
+    expected_replies,
+)
 from fedgs.training.fedavg_gan import FedAvgGANTrainer, critic_weights
 
 logger = logging.getLogger("fedgs.server")
@@ -34,11 +43,13 @@ class FedAvgGANStrategy(ServerScoredStrategy):
         ledger: FedAvgLedger,
         sampler: np.random.Generator,
         wire_dtype: str = "float32",
+        identities: NodeIdentities | None = None,
     ) -> None:
         self.trainer = trainer
         self.ledger = ledger
         self.sampler = sampler
         self.wire_dtype = wire_dtype
+        self.identities = identities or NodeIdentities()
         self._pending: set[int] = set()
         self._population = 0
         self.last_outcome: StepOutcome | None = None
@@ -75,6 +86,8 @@ class FedAvgGANStrategy(ServerScoredStrategy):
         """D's weights and fresh fake batches for each Poisson-sampled node."""
         nodes = self.sample_nodes(grid)
         self._pending = set(nodes)
+        # one noised release per round, answered or not: paid when the round is sent
+        self.ledger.record_round(self.trainer.config.clients_per_round, self._population)
         weights = protocol_fedavg.encode_arrays(
             critic_weights(self.trainer.critic), self.wire_dtype
         )
@@ -93,15 +106,21 @@ class FedAvgGANStrategy(ServerScoredStrategy):
             messages.append(Message(content, dst_node_id=node, message_type=protocol_fedavg.QUERY))
         return messages
 
-    def _clipped_delta(self, reply: Message, shapes: dict[str, tuple[int, ...]]) -> list:
+    def _clipped_delta(
+        self, reply: Message, shapes: dict[str, tuple[int, ...]]
+    ) -> tuple[list, float]:
+        """The reply's delta clipped to S, and its norm as received (before the clip)."""
+        self.identities.learn(reply)
+        check_policy_used(
+            reply, {"strategy": "fedavg-gan", "batch-size": self.trainer.config.batch_size}
+        )
         record = reply.content.array_records.get(protocol_fedavg.DELTA)
         if record is None:
             raise protocol.ProtocolError(f"reply has no '{protocol_fedavg.DELTA}' ArrayRecord")
         delta = protocol_fedavg.decode_arrays(
             {k: a.numpy() for k, a in record.items()}, shapes, "delta"
         )
-        clipped, _ = clip_delta([delta[name] for name in shapes], self.trainer.config.clip_norm)
-        return clipped
+        return clip_delta([delta[name] for name in shapes], self.trainer.config.clip_norm)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -113,18 +132,18 @@ class FedAvgGANStrategy(ServerScoredStrategy):
         for reply in expected_replies(replies, self._pending, outcome):
             node = reply.metadata.src_node_id
             try:
-                clipped.append(self._clipped_delta(reply, shapes))
+                delta, norm = self._clipped_delta(reply, shapes)
             except (protocol.ProtocolError, ValueError, TypeError) as error:
                 outcome.drop(node, error)
                 continue
-            metrics = dict(reply.content.metric_records.get(protocol.METRICS, {}))
-            norm = float(metrics.get("delta-norm", np.nan))
-            outcome.client_metrics.append(metrics | {"clipped-fraction": float(norm > c.clip_norm)})
+            clipped.append(delta)
+            outcome.diagnostics.append(
+                {"received-delta-norm": norm, "received-delta-clipped": float(norm > c.clip_norm)}
+            )
         outcome.close(self._pending, server_round, unit="round")
         self._pending = set()
         expected = min(c.clients_per_round, self._population)
         mean = noisy_mean(clipped, list(shapes.values()), c.clip_norm, c.noise_multiplier, expected)
-        self.ledger.record_round(c.clients_per_round, self._population)
         self.trainer.apply(dict(zip(shapes, mean, strict=True)))
         outcome.answered = len(clipped)
         outcome.dropped = outcome.sampled - outcome.answered

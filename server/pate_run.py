@@ -27,7 +27,6 @@ class PateGANRun(TeacherRun):
     name = "PATE-GAN"
     columns = (
         *METRIC_COLUMNS,
-        "logit_gap",
         "student_loss",
         "generator_loss",
         "real_fraction",
@@ -39,7 +38,12 @@ class PateGANRun(TeacherRun):
         self.settings = PateSettings.from_run_config(config)
         self.trainer = PateGANTrainer(self.dataset.num_classes, config.gswgan(), seed=config.seed)
         self.strategy = PateGANStrategy(
-            self.trainer, self.ledger, self.sampler, self.settings, config.wire_dtype
+            self.trainer,
+            self.ledger,
+            self.sampler,
+            self.settings,
+            config.wire_dtype,
+            self.identities,
         )
 
     def sample(self, labels: torch.Tensor) -> torch.Tensor:
@@ -47,7 +51,7 @@ class PateGANRun(TeacherRun):
 
     def step_metrics(self, outcome: StepOutcome) -> dict:
         stats = self.strategy.last_stats
-        row = {"logit_gap": outcome.mean("logit-gap")}
+        row = {}
         if stats is not None:
             row |= {
                 "student_loss": stats.student_loss,

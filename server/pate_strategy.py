@@ -19,6 +19,7 @@ from fedgs.privacy.pate import noisy_labels
 from fedgs.privacy.teacher_events import TeacherKind, pate_step_kind
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.run_config import RunConfig
+from fedgs.server.replies import NodeIdentities
 from fedgs.server.teacher_strategy import TeacherStrategy
 from fedgs.training.pate_gan import PateGANTrainer, StudentStats
 
@@ -47,6 +48,7 @@ class PateSettings:
 class PateGANStrategy(TeacherStrategy):
     message_type = protocol_pate.QUERY
     name = "PATE-GAN"
+    strategy = "pate-gan"
 
     def __init__(
         self,
@@ -55,8 +57,9 @@ class PateGANStrategy(TeacherStrategy):
         sampler: np.random.Generator,
         settings: PateSettings,
         wire_dtype: str = "float32",
+        identities: NodeIdentities | None = None,
     ) -> None:
-        super().__init__(ledger, sampler, settings.teachers_per_step)
+        super().__init__(ledger, sampler, settings.teachers_per_step, identities)
         self.trainer = trainer
         self.settings = settings
         self.wire_dtype = wire_dtype

@@ -2,8 +2,11 @@
 
 A step asks some nodes; a reply counts only if its node was asked this step and it carries
 content. Everything else (an unexpected sender, an error reply, a node that never answered) is
-dropped with a logged reason, and the step goes on with the others. Which replies cost privacy,
-and how the kept ones are decoded and aggregated, stays with each strategy.
+dropped with a logged reason, and the step goes on with the others. A reply's claims about
+itself are never used for accounting (every query was paid for when it was sent): a reply is
+only checked against them, and dropped when it names a different client than its node did
+before, or says it used a weaker policy than the server asked for (less noise, another batch
+size or strategy). How the kept ones are decoded and aggregated stays with each strategy.
 """
 
 from __future__ import annotations
@@ -17,29 +20,41 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
+from fedgs import protocol
+
 logger = logging.getLogger("fedgs.server")
 
 
 @dataclass
 class StepOutcome:
-    """What one generator step achieved, for the metrics CSV and the progress bar."""
+    """What one generator step achieved, for the metrics CSV and the progress bar.
+
+    ``diagnostics`` are computed by the server from the payloads it received (post-processing
+    of what was released), never taken from a reply's own statistics.
+    """
 
     sampled: int
     answered: int = 0
     dropped: int = 0
-    client_metrics: list[dict[str, float]] = field(default_factory=list)
+    no_reply: int = 0
+    diagnostics: list[dict[str, float]] = field(default_factory=list)
     drop_reasons: list[str] = field(default_factory=list)
 
     def mean(self, key: str) -> float | None:
-        values = [m[key] for m in self.client_metrics if key in m]
+        values = [m[key] for m in self.diagnostics if key in m]
         return float(np.mean(values)) if values else None
 
     def drop(self, node: int, reason: object) -> None:
         self.drop_reasons.append(f"node {node}: {reason}")
 
     def close(self, unanswered: Iterable[int], server_round: int, unit: str = "step") -> None:
-        """Add the nodes that never answered to the drops, and log every drop of the step."""
-        self.drop_reasons.extend(f"node {node}: no reply" for node in sorted(unanswered))
+        """Add the nodes that never answered to the drops, and log every drop of the step.
+
+        A reply that arrives after the timeout is never read, but its query was paid when sent.
+        """
+        missing = sorted(unanswered)
+        self.no_reply = len(missing)
+        self.drop_reasons.extend(f"node {node}: no reply (paid when sent)" for node in missing)
         for reason in self.drop_reasons:
             logger.warning("%s %d: dropped reply from %s", unit, server_round, reason)
 
@@ -62,6 +77,65 @@ def expected_replies(
             outcome.drop(node, reply.error.reason)
             continue
         yield reply
+
+
+class NodeIdentities:
+    """Which client each node said it holds, bound at its first reply (warm start or query).
+
+    The binding only names the server's ledger entries: a query sent to a node not yet bound is
+    recorded as unattributed and moved to the client when the node's first reply names it. A
+    later reply naming another client is dropped (its query stays paid under the bound name).
+    """
+
+    def __init__(self) -> None:
+        self._clients: dict[int, str] = {}
+
+    def client_of(self, node: int) -> str | None:
+        return self._clients.get(node)
+
+    @staticmethod
+    def label(node: int) -> str:
+        """The ledger's name for an unbound node."""
+        return f"node-{node}"
+
+    def learn(self, reply: Message) -> str:
+        """Bind the reply's node to the client it names; ProtocolError if it names another."""
+        node = reply.metadata.src_node_id
+        identity = reply.content.config_records.get(protocol.CLIENT, {})
+        claimed = str(identity.get(protocol.CLIENT_ID, "")) or self.label(node)
+        bound = self._clients.setdefault(node, claimed)
+        if claimed != bound:
+            raise protocol.ProtocolError(
+                f"reply names client {claimed!r}, node {node} holds client {bound!r}"
+            )
+        return bound
+
+
+def check_policy_used(reply: Message, asked: dict[str, float | int | str]) -> None:
+    """ProtocolError when the reply says it applied a weaker policy than the server asked for.
+
+    ``asked``: "strategy", "noise-multiplier" (the least acceptable), "batch-size" (exact). A
+    reply without the record passes (clients from before it existed): its payload is validated
+    on its own, and its query was paid for at the asked values either way.
+    """
+    used = reply.content.config_records.get(protocol.POLICY_USED)
+    if used is None:
+        return
+    if "strategy" in asked and "strategy" in used and used["strategy"] != asked["strategy"]:
+        raise protocol.ProtocolError(
+            f"reply used strategy {used['strategy']!r}, asked {asked['strategy']!r}"
+        )
+    if "noise-multiplier" in asked and "noise-multiplier" in used:
+        if not float(used["noise-multiplier"]) >= float(asked["noise-multiplier"]):
+            raise protocol.ProtocolError(
+                f"reply used noise multiplier {used['noise-multiplier']}, "
+                f"asked for at least {asked['noise-multiplier']}"
+            )
+    if "batch-size" in asked and "batch-size" in used:
+        if int(used["batch-size"]) != int(asked["batch-size"]):
+            raise protocol.ProtocolError(
+                f"reply used batch size {used['batch-size']}, asked {asked['batch-size']}"
+            )
 
 
 class ServerScoredStrategy(Strategy):

@@ -2,10 +2,14 @@
 
 Writes the run directory (config, metrics CSV per step, privacy report, sample grids at
 checkpoints, final generator) and checkpoints every ``checkpoint-every`` steps so ``resume=true``
-continues a killed run with its ledger intact. The loop is shared by both strategies; each names
+continues a killed run with its ledger intact. Every step's queries are paid for in the ledger
+and the ledger is on disk *before* the messages are sent, so a kill at any point leaves the
+server's ledger at or above every client's own. The loop is shared by every strategy; each names
 its epsilon column after its threat model (GS-WGAN: ``epsilon_untrusted``, max over clients;
-Fed-Avg GAN: ``epsilon_trusted_server``). Scores use the dataset's real data on the server:
-a measurement convenience of simulation, never an input to training.
+Fed-Avg GAN: ``epsilon_trusted_server``). Every metrics column is computed on the server, from
+what it sent and the payloads it received: no client statistic is ever read. Scores use the
+dataset's real data on the server: a measurement convenience of simulation, never an input to
+training.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict
 
-import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord
 from flwr.serverapp import Grid
@@ -28,10 +31,18 @@ from fedgs.device import resolve_device
 from fedgs.metrics import GeneratorScores, save_class_grid
 from fedgs.metrics.evaluator import GeneratorEvaluator
 from fedgs.privacy import PrivacyLedger
+from fedgs.privacy.client_sampling import ClientSampling
+from fedgs.privacy.events import REPLACE_ONE
 from fedgs.run_config import RunConfig
-from fedgs.server.checkpoint import ServerState, load_checkpoint, save_checkpoint, save_ledger
+from fedgs.server.checkpoint import (
+    ServerState,
+    load_checkpoint,
+    load_ledger,
+    save_checkpoint,
+    save_ledger,
+)
 from fedgs.server.fedavg_strategy import FedAvgGANStrategy
-from fedgs.server.replies import StepOutcome
+from fedgs.server.replies import NodeIdentities, StepOutcome
 from fedgs.server.strategy import GSWGANStrategy
 from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
@@ -44,9 +55,7 @@ METRIC_COLUMNS = (
     "sampled",
     "answered",
     "dropped",
-    "critic_loss",
-    "wasserstein",
-    "clipped_fraction",
+    "no_reply",
     "bytes_down",
     "bytes_up",
     "seconds",
@@ -83,7 +92,9 @@ class FederatedRun(ABC):
         self.config = config
         self.out = RunDirectory(config.run_dir)
         self.dataset = dataset_for(config)
-        self.sampler = np.random.default_rng(config.seed + 1)
+        self.sampling = ClientSampling(config.sampling_seed)
+        self.sampler = self.sampling.generator()
+        self.identities = NodeIdentities()  # node -> client, learned from replies
         self.step = 0
         self.evaluator = (
             GeneratorEvaluator.for_dataset(self.dataset, config.eval_samples)
@@ -113,7 +124,16 @@ class FederatedRun(ABC):
 
     @abstractmethod
     def save_privacy_state(self) -> None:
-        """What was paid is on disk after every step, before anything else."""
+        """What was paid is on disk before a step's messages are sent, and again after."""
+
+    def epsilon_label(self) -> str:
+        """The progress bar's name for the headline epsilon: threat model, accountant, delta
+        and neighbouring relation."""
+        c = self.config
+        return f"eps({self.threat_model},{c.accountant},delta={c.delta:g},{self.neighbouring})"
+
+    threat_model = ""
+    neighbouring = ""
 
     @abstractmethod
     def checkpoint(self) -> dict:
@@ -122,6 +142,11 @@ class FederatedRun(ABC):
     @abstractmethod
     def load_checkpoint(self) -> bool:
         """Restore the run from its directory (resume); False when there is no checkpoint."""
+
+    @abstractmethod
+    def load_privacy_state(self) -> None:
+        """Resume what was paid, checkpoint or not: a run killed before its first checkpoint
+        restarts its steps, never its ledger."""
 
     @abstractmethod
     def final_payload(self) -> dict:
@@ -138,11 +163,12 @@ class FederatedRun(ABC):
         and checkpointed."""
         c = self.config
         messages = list(self.strategy.configure_train(step, ArrayRecord(), ConfigRecord(), grid))
+        self.save_privacy_state()  # paid when sent: on disk before anything leaves
         bytes_down = sum(message_bytes(m) for m in messages)
         replies = list(grid.send_and_receive(messages, timeout=c.reply_timeout))
         bytes_up = sum(message_bytes(r) for r in replies)
         self.strategy.aggregate_train(step, replies)
-        self.save_privacy_state()
+        self.save_privacy_state()  # the replies' outcomes and the clients they named
         self.step = step
         outcome = self.strategy.last_outcome
         row = dict.fromkeys(self.columns) | {
@@ -150,9 +176,7 @@ class FederatedRun(ABC):
             "sampled": outcome.sampled,
             "answered": outcome.answered,
             "dropped": outcome.dropped,
-            "critic_loss": outcome.mean("critic-loss"),
-            "wasserstein": outcome.mean("wasserstein"),
-            "clipped_fraction": outcome.mean("clipped-fraction"),
+            "no_reply": outcome.no_reply,
             "bytes_down": bytes_down,
             "bytes_up": bytes_up,
             "seconds": time.perf_counter() - started,
@@ -176,6 +200,8 @@ class FederatedRun(ABC):
         c = self.config
         # the wall-clock budget counts from here: waiting for nodes and the warm start included
         deadline = time.monotonic() + 60 * c.max_minutes if c.max_minutes > 0 else math.inf
+        if c.resume:
+            self.load_privacy_state()
         resumed = c.resume and self.load_checkpoint()
         wait_for_nodes(grid, max(c.min_nodes, 1), c.reply_timeout)
         if not resumed:
@@ -205,10 +231,9 @@ class FederatedRun(ABC):
                     break
                 last = step == c.steps or time.monotonic() >= deadline
                 row = self._step(grid, step, started, last)
-                loss = row["critic_loss"]
                 bar.set_postfix(
-                    eps=f"{row[self.epsilon_column]:.3g}",
-                    loss="-" if loss is None else f"{loss:.2f}",
+                    {self.epsilon_label(): f"{row[self.epsilon_column]:.3g}"},
+                    answered=f"{row['answered']}/{row['sampled']}",
                 )
                 bar.update()
                 if last:
@@ -225,7 +250,13 @@ class GSWGANRun(FederatedRun):
 
     name = "GS-WGAN"
     epsilon_column = "epsilon_untrusted"
-    columns = (*METRIC_COLUMNS, "grad_norm_mean", epsilon_column, "epsilon_trusted_sampler")
+    threat_model, neighbouring = "untrusted", REPLACE_ONE
+    columns = (
+        *METRIC_COLUMNS,
+        "received_row_norm_mean",
+        epsilon_column,
+        "epsilon_trusted_sampler",
+    )
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
@@ -233,9 +264,14 @@ class GSWGANRun(FederatedRun):
         trainer = GeneratorTrainer(
             self.dataset.num_classes, gswgan, seed=config.seed, device=resolve_device(config.device)
         )
-        self.state = ServerState(0, trainer, PrivacyLedger(), self.sampler)
+        self.state = ServerState(0, trainer, PrivacyLedger(), self.sampler, self.sampling)
         self.strategy = GSWGANStrategy(
-            trainer, self.state.ledger, self.sampler, config.clients_per_step, config.wire_dtype
+            trainer,
+            self.state.ledger,
+            self.sampler,
+            config.clients_per_step,
+            config.wire_dtype,
+            self.identities,
         )
 
     @property
@@ -249,14 +285,18 @@ class GSWGANRun(FederatedRun):
         if not load_checkpoint(self.out.root, self.state):
             return False
         self.step = self.state.step
-        self.strategy.ledger = self.state.ledger
         return True
+
+    def load_privacy_state(self) -> None:
+        ledger = load_ledger(self.out.root)
+        if ledger is not None:
+            self.state.ledger = self.strategy.ledger = ledger
 
     def prepare_clients(self, grid: Grid) -> None:
         c = self.config
         wait_for_nodes(grid, max(c.min_nodes, c.clients_per_step), c.reply_timeout)
         if c.warm_start_steps > 0:
-            warm_start_clients(grid, c)
+            warm_start_clients(grid, c, self.identities)
 
     def would_pass_target(self) -> bool:
         """Whether one more step could take the run epsilon past the target (worst case: the
@@ -272,7 +312,7 @@ class GSWGANRun(FederatedRun):
         )
 
     def step_metrics(self, outcome: StepOutcome) -> dict:
-        return {"grad_norm_mean": outcome.mean("grad-norm-mean")}
+        return {"received_row_norm_mean": outcome.mean("received-row-norm")}
 
     def privacy_row(self) -> dict:
         c = self.config
@@ -287,7 +327,13 @@ class GSWGANRun(FederatedRun):
         save_checkpoint(self.out.root, self.state)
         c = self.config
         report = self.out.write_privacy_report(
-            self.state.ledger, c.delta, c.accountant, self.step, c.noise_multiplier, c.batch_size
+            self.state.ledger,
+            c.delta,
+            c.accountant,
+            self.step,
+            c.noise_multiplier,
+            c.batch_size,
+            self.sampling.report(),
         )
         # the trusted-sampler figure costs ~0.2 s (subsampled RDP): computed at checkpoints
         return {"epsilon_trusted_sampler": report["trusted_sampler"]["epsilon"]}

@@ -1,10 +1,12 @@
 """The GS-WGAN strategy: the generator stays on the server, clients answer with sanitized rows.
 
-Per generator step it samples m nodes uniformly, sends each a fresh fake batch (plus the extra
-batches for the client's critic steps), validates the replies, records in the privacy ledger
-exactly the queries that were answered, averages the sanitized gradients and takes an Adam step
-on G (ALGORITHMS.md s.1). A reply that failed or does not pass validation is dropped and logged;
-the step goes on with the others.
+Per generator step it samples m nodes uniformly, records in the privacy ledger one paid query
+per node *as it sends it* (at the sigma the run asks for and the batch it sends; the run saves
+the ledger before the messages leave), validates the replies, averages the sanitized gradients
+and takes an Adam step on G (ALGORITHMS.md s.1). A reply that failed, does not pass validation,
+or claims a weaker policy or another client is dropped and logged (its query stays paid); the
+step goes on with the others. Nothing a reply says about itself enters the ledger or the
+metrics: the step's diagnostics are computed from the sanitized rows received.
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from flwr.serverapp import Grid
 
 from fedgs import protocol
 from fedgs.privacy import PrivacyLedger
-from fedgs.server.replies import ServerScoredStrategy, StepOutcome, expected_replies
+from fedgs.server.replies import (
+    NodeIdentities,
+    ServerScoredStrategy,
+    StepOutcome,
+    check_policy_used,
+    expected_replies,
+)
 from fedgs.training.generator import GeneratorTrainer
 
 logger = logging.getLogger("fedgs.server")
@@ -35,12 +43,14 @@ class GSWGANStrategy(ServerScoredStrategy):
         sampler: np.random.Generator,
         clients_per_step: int = 1,
         wire_dtype: str = "float32",
+        identities: NodeIdentities | None = None,
     ) -> None:
         self.trainer = trainer
         self.ledger = ledger
         self.sampler = sampler
         self.clients_per_step = clients_per_step
         self.wire_dtype = wire_dtype
+        self.identities = identities or NodeIdentities()
         self._slots: dict[int, int] = {}  # node id -> index of its query in this step
         self._population = 0
         self.last_outcome: StepOutcome | None = None
@@ -77,6 +87,7 @@ class GSWGANStrategy(ServerScoredStrategy):
         nodes = self.sample_nodes(grid)
         queries = self.trainer.propose(len(nodes))
         self._slots = {node: k for k, node in enumerate(nodes)}
+        self._record_sent(nodes)
         messages = []
         for node, query in zip(nodes, queries, strict=True):
             fakes = protocol.encode_fakes(query.images, query.labels, self.wire_dtype)
@@ -89,14 +100,33 @@ class GSWGANStrategy(ServerScoredStrategy):
             messages.append(Message(content, dst_node_id=node, message_type=protocol.QUERY))
         return messages
 
-    def _record_cost(self, reply: Message, metrics: dict[str, float]) -> None:
-        """A reply with content means the client released a sanitized batch: it paid."""
+    def asked(self) -> dict[str, float | int | str]:
+        """The policy every query of this run asks for (what the ledger charges)."""
         config = self.trainer.config
-        client = reply.content.config_records.get(protocol.CLIENT, {})
-        client_id = str(client.get(protocol.CLIENT_ID, f"node-{reply.metadata.src_node_id}"))
-        sigma = float(metrics.get("noise-multiplier", config.noise_multiplier))
-        batch = int(metrics.get("batch-size", config.batch_size))
-        self.ledger.record_query(client_id, sigma, batch)
+        return {
+            "strategy": "gswgan",
+            "noise-multiplier": config.noise_multiplier,
+            "batch-size": config.batch_size,
+        }
+
+    def _record_sent(self, nodes: list[int]) -> None:
+        """Every query is paid when sent, at the asked sigma and the batch sent, and the step
+        counts for the trusted-sampler figure: a reply lost to a timeout or a crash stays paid."""
+        config = self.trainer.config
+        sigma, batch = config.noise_multiplier, config.batch_size
+        for node in nodes:
+            client = self.identities.client_of(node)
+            if client is None:
+                self.ledger.record_unattributed(self.identities.label(node), sigma, batch)
+            else:
+                self.ledger.record_query(client, sigma, batch)
+        self.ledger.record_step(len(nodes), self._population, sigma, batch)
+
+    def _learn(self, reply: Message) -> None:
+        """Bind the reply's node to its client (its unattributed queries become that client's)."""
+        node = reply.metadata.src_node_id
+        client = self.identities.learn(reply)
+        self.ledger.attribute(self.identities.label(node), client)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -108,26 +138,25 @@ class GSWGANStrategy(ServerScoredStrategy):
         unanswered = set(self._slots)
         for reply in expected_replies(replies, unanswered, outcome):
             node = reply.metadata.src_node_id
-            metrics = dict(reply.content.metric_records.get(protocol.METRICS, {}))
-            self._record_cost(reply, metrics)
             try:
+                self._learn(reply)
+                check_policy_used(reply, self.asked())
                 record = reply.content.array_records.get(protocol.SANITIZED)
                 if record is None:
                     raise protocol.ProtocolError(f"reply has no '{protocol.SANITIZED}' ArrayRecord")
                 arrays = {k: a.numpy() for k, a in record.items()}
-                gradients[self._slots[node]] = protocol.decode_gradient(
-                    arrays, config.batch_size, bound
-                )
+                rows = protocol.decode_gradient(arrays, config.batch_size, bound)
             except (protocol.ProtocolError, ValueError, TypeError) as error:
                 outcome.drop(node, error)
                 continue
-            outcome.client_metrics.append(metrics)
+            gradients[self._slots[node]] = rows
+            outcome.diagnostics.append({"received-row-norm": float(rows.norm(dim=1).mean())})
         outcome.close(unanswered, server_round)
         self._slots = {}
         outcome.answered = self.trainer.apply(gradients) // config.batch_size
         outcome.dropped = outcome.sampled - outcome.answered
-        self.ledger.record_step(
-            outcome.sampled, self._population, config.noise_multiplier, config.batch_size
+        self.ledger.record_outcomes(
+            outcome.answered, outcome.dropped - outcome.no_reply, outcome.no_reply
         )
         self.last_outcome = outcome
         return None, MetricRecord({"answered": outcome.answered, "dropped": outcome.dropped})

@@ -1,7 +1,8 @@
 """The shared loop of ``server.run`` for the teacher ensembles (DataLens, PATE-GAN).
 
-Privacy state: the teacher ledger (steps each client's votes entered), saved after every step;
-epsilon is the trusted-aggregator figure, the maximum over clients. A checkpoint holds the
+Privacy state: the teacher ledger (steps each client was asked in, counted when the query is
+sent), saved before and after every step's messages; epsilon is the trusted-aggregator figure,
+the maximum over clients. A checkpoint holds the
 server's models, optimizers and RNG states; the privacy report names threat model, accountant
 and the mechanism with its sensitivity.
 """
@@ -16,10 +17,11 @@ from typing import Any
 import torch
 from flwr.serverapp import Grid
 
+from fedgs.privacy.events import REPLACE_ONE
 from fedgs.privacy.teacher_events import TeacherKind
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.run_config import RunConfig
-from fedgs.server.checkpoint import CHECKPOINT_NAME
+from fedgs.server.checkpoint import CHECKPOINT_NAME, restore_sampler
 from fedgs.server.run import FederatedRun, wait_for_nodes
 from fedgs.server.teacher_strategy import TeacherStrategy
 from fedgs.server.warm_start import warm_start_clients
@@ -49,6 +51,7 @@ class TeacherRun(FederatedRun):
     """A teacher-ensemble run: trusted aggregator, per-client teacher ledger."""
 
     epsilon_column = "epsilon_trusted_aggregator"
+    threat_model, neighbouring = "trusted-aggregator", REPLACE_ONE
     strategy: TeacherStrategy
 
     def __init__(self, config: RunConfig) -> None:
@@ -75,7 +78,7 @@ class TeacherRun(FederatedRun):
         c = self.config
         wait_for_nodes(grid, max(c.min_nodes, c.teachers_per_step), c.reply_timeout)
         if c.warm_start_steps > 0:
-            warm_start_clients(grid, c)
+            warm_start_clients(grid, c, self.identities)
 
     def would_pass_target(self) -> bool:
         c = self.config
@@ -94,7 +97,7 @@ class TeacherRun(FederatedRun):
         payload = {
             "step": self.step,
             "trainer": self.trainer_state(),
-            "sampler": self.sampler.bit_generator.state,
+            "sampler": self.sampling.saved_state(self.sampler),
         }
         buffer = io.BytesIO()
         torch.save(payload, buffer)
@@ -106,6 +109,7 @@ class TeacherRun(FederatedRun):
             "steps": self.step,
             "teachers_per_step": c.teachers_per_step,
             "mechanism": self.mechanism(),
+            "sampling": self.sampling.report(),
         }
         self.out.write_json(self.out.privacy_json, report)
         return {}
@@ -117,7 +121,10 @@ class TeacherRun(FederatedRun):
         payload = torch.load(path, map_location="cpu", weights_only=True)
         self.step = int(payload["step"])
         self.load_trainer_state(payload["trainer"])
-        self.sampler.bit_generator.state = payload["sampler"]
-        text = (self.out.root / TEACHER_LEDGER_NAME).read_text()
-        self.ledger = self.strategy.ledger = TeacherLedger.from_json(text)
+        restore_sampler(self.sampler, payload.get("sampler"))
         return True
+
+    def load_privacy_state(self) -> None:
+        path = self.out.root / TEACHER_LEDGER_NAME
+        if path.exists():
+            self.ledger = self.strategy.ledger = TeacherLedger.from_json(path.read_text())

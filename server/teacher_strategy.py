@@ -1,9 +1,11 @@
 """What the teacher-ensemble strategies share: m teachers per step, one query, validated votes.
 
-Per step the strategy samples m nodes uniformly without replacement, sends each the same query,
-checks every reply (an error, a malformed or implausible vote is dropped and logged), records a
-privacy cost for each teacher whose votes enter the aggregate, and hands the votes to the
-subclass's noisy aggregation. With no valid vote the step trains nothing and costs nothing.
+Per step the strategy samples m nodes uniformly without replacement, records a privacy cost for
+each of them as it sends them the same query (conservative: a teacher whose reply is lost or
+dropped is charged too, so the server's ledger never falls below a client's own), checks every
+reply (an error, a malformed or implausible vote, another client's name or a policy other than
+asked is dropped and logged) and hands the valid votes to the subclass's noisy aggregation.
+Nothing else is read from a reply. With no valid vote the step trains nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from flwr.serverapp import Grid
 from fedgs import protocol
 from fedgs.privacy.teacher_events import TeacherKind
 from fedgs.privacy.teacher_ledger import TeacherLedger
-from fedgs.server.replies import ServerScoredStrategy, StepOutcome, expected_replies
+from fedgs.server.replies import (
+    NodeIdentities,
+    ServerScoredStrategy,
+    StepOutcome,
+    check_policy_used,
+    expected_replies,
+)
 
 logger = logging.getLogger("fedgs.server")
 
@@ -30,15 +38,21 @@ class TeacherStrategy(ServerScoredStrategy):
 
     message_type = ""
     name = ""
+    strategy = ""  # the run-config name a reply's policy must match
 
     def __init__(
-        self, ledger: TeacherLedger, sampler: np.random.Generator, teachers_per_step: int
+        self,
+        ledger: TeacherLedger,
+        sampler: np.random.Generator,
+        teachers_per_step: int,
+        identities: NodeIdentities | None = None,
     ) -> None:
         if teachers_per_step < 1:
             raise ValueError(f"teachers per step must be >= 1, got {teachers_per_step}")
         self.ledger = ledger
         self.sampler = sampler
         self.teachers_per_step = teachers_per_step
+        self.identities = identities or NodeIdentities()
         self._pending: set[int] = set()
         self.last_outcome: StepOutcome | None = None
 
@@ -49,7 +63,7 @@ class TeacherStrategy(ServerScoredStrategy):
 
     @abstractmethod
     def decode(self, reply: Message) -> Any:
-        """A reply's votes, or ProtocolError: the only thing taken from a reply besides metrics."""
+        """A reply's votes, or ProtocolError: the only thing taken from a reply."""
 
     @abstractmethod
     def step_kind(self) -> TeacherKind:
@@ -82,6 +96,13 @@ class TeacherStrategy(ServerScoredStrategy):
     ) -> Iterable[Message]:
         nodes = self.choose(sorted(grid.get_node_ids()))
         self._pending = set(nodes)
+        kind = self.step_kind()
+        for node in nodes:  # paid when asked, before the query leaves
+            client = self.identities.client_of(node)
+            if client is None:
+                self.ledger.record_unattributed(self.identities.label(node), kind)
+            else:
+                self.ledger.record(client, kind)
         records = self.query(server_round)
         return [
             Message(
@@ -92,29 +113,26 @@ class TeacherStrategy(ServerScoredStrategy):
             for node in nodes
         ]
 
+    def _validate(self, reply: Message) -> Any:
+        """The reply's votes; binds its node to its client (moving the node's earlier charges)."""
+        node = reply.metadata.src_node_id
+        self.ledger.attribute(self.identities.label(node), self.identities.learn(reply))
+        check_policy_used(reply, {"strategy": self.strategy})
+        return self.decode(reply)
+
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         outcome = StepOutcome(sampled=len(self._pending))
-        votes, voters = [], []
+        votes = []
         for reply in expected_replies(replies, self._pending, outcome):
-            node = reply.metadata.src_node_id
             try:
-                votes.append(self.decode(reply))
+                votes.append(self._validate(reply))
             except (protocol.ProtocolError, ValueError, TypeError) as error:
-                outcome.drop(node, error)
-                continue
-            client = reply.content.config_records.get(protocol.CLIENT, {})
-            voters.append(str(client.get(protocol.CLIENT_ID, f"node-{node}")))
-            outcome.client_metrics.append(
-                dict(reply.content.metric_records.get(protocol.METRICS, {}))
-            )
+                outcome.drop(reply.metadata.src_node_id, error)
         outcome.close(self._pending, server_round)
         self._pending = set()
         if votes:
-            kind = self.step_kind()
-            for client_id in voters:  # the cost is recorded before the votes are used
-                self.ledger.record(client_id, kind)
             self.aggregate(votes, outcome.sampled)
         else:
             self.skip()

@@ -6,7 +6,10 @@ the last client, with no barrier between chunks, and each message gets its own t
 Resuming: a client records in its own state file that it is warm-started and answers a second
 request at once without training (``ClientSession.warm_start``); the server writes its progress
 to ``warm_start.json`` (clients trained, time spent) while it runs; a resumed run skips the
-phase when an earlier attempt with the same steps and state directory completed it.
+phase when an earlier attempt with the same steps and state directory completed it. A reply
+carries no statistic of the client's data (no loss, no step count): the server learns only that
+the node answered and which client it holds (``NodeIdentities``), which names the ledger's
+entries for that node's later queries.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from flwr.app import ConfigRecord, Message, RecordDict
@@ -24,6 +27,7 @@ from tqdm.auto import tqdm
 from fedgs import protocol
 from fedgs.client.session import state_dir_for
 from fedgs.run_config import RunConfig
+from fedgs.server.replies import NodeIdentities
 from fedgs.training.run_dir import write_atomic
 
 logger = logging.getLogger("fedgs.server")
@@ -53,7 +57,10 @@ class WarmStartProgress:
     @classmethod
     def load(cls, run_dir: Path) -> WarmStartProgress | None:
         path = run_dir / WARM_START_JSON
-        return cls(**json.loads(path.read_text())) if path.exists() else None
+        if not path.exists():
+            return None
+        saved = json.loads(path.read_text())
+        return cls(**{f.name: saved[f.name] for f in fields(cls) if f.name in saved})
 
 
 def _request(node: int, steps: int) -> Message:
@@ -61,15 +68,20 @@ def _request(node: int, steps: int) -> Message:
     return Message(content, dst_node_id=node, message_type=protocol.WARM_START)
 
 
-def _record(reply: Message, progress: WarmStartProgress, trained: set[str]) -> None:
+def _record(
+    reply: Message, progress: WarmStartProgress, trained: set[str], identities: NodeIdentities
+) -> None:
+    node = reply.metadata.src_node_id
     if reply.has_error():
         progress.failed += 1
-        logger.warning(
-            "warm start failed on node %s: %s", reply.metadata.src_node_id, reply.error.reason
-        )
+        logger.warning("warm start failed on node %s: %s", node, reply.error.reason)
         return
-    identity = reply.content.config_records.get(protocol.CLIENT, {})
-    client = str(identity.get(protocol.CLIENT_ID, f"node-{reply.metadata.src_node_id}"))
+    try:
+        client = identities.learn(reply)
+    except protocol.ProtocolError as error:
+        progress.failed += 1
+        logger.warning("warm start: dropped reply from node %s: %s", node, error)
+        return
     if client in trained:  # an earlier attempt recorded it (replies carry no step counts)
         progress.already_warm += 1
     else:
@@ -78,9 +90,14 @@ def _record(reply: Message, progress: WarmStartProgress, trained: set[str]) -> N
 
 
 def warm_start_clients(
-    grid: Grid, config: RunConfig, in_flight: int = IN_FLIGHT
+    grid: Grid,
+    config: RunConfig,
+    identities: NodeIdentities | None = None,
+    in_flight: int = IN_FLIGHT,
 ) -> WarmStartProgress:
-    """Ask every node to warm-start its critic, ``in_flight`` requests at a time."""
+    """Ask every node to warm-start its critic, ``in_flight`` requests at a time; each reply
+    binds its node to its client in ``identities``."""
+    identities = identities if identities is not None else NodeIdentities()
     run_dir = Path(config.run_dir)
     progress = WarmStartProgress(config.warm_start_steps, str(state_dir_for(config).resolve()))
     previous = WarmStartProgress.load(run_dir) if config.resume else None
@@ -113,7 +130,7 @@ def warm_start_clients(
             replies = list(grid.pull_messages(list(pending)))
             for reply in replies:
                 pending.pop(reply.metadata.reply_to_message_id, None)
-                _record(reply, progress, trained)
+                _record(reply, progress, trained, identities)
             expired = [m for m, at in pending.items() if now - at > config.reply_timeout]
             for message_id in expired:
                 del pending[message_id]
@@ -130,9 +147,8 @@ def warm_start_clients(
     progress.seconds = earlier + time.monotonic() - started
     progress.save(run_dir)
     logger.info(
-        "warm start: %d clients warm (%d already were), %d failed, %.1f s",
+        "warm start: %d clients warm, %d failed, %.1f s",
         len(progress.trained),
-        progress.already_warm,
         progress.failed,
         progress.seconds,
     )

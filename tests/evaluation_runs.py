@@ -16,6 +16,7 @@ import torch
 from fedgs.metrics import save_class_grid
 from fedgs.models import ConditionalResNetGenerator
 from fedgs.privacy import FedAvgLedger, PrivacyLedger
+from fedgs.privacy.client_sampling import SECRET, ClientSampling
 from fedgs.training.fedavg_gan import build_models
 from fedgs.training.hparams import FedAvgGANConfig, GSWGANConfig
 from fedgs.training.run_dir import RunDirectory
@@ -94,7 +95,13 @@ def make_run(root: Path, kind: str = "simulate") -> Path:
             ledger.record_query(f"client-{step % 2}", CONFIG.noise_multiplier, CONFIG.batch_size)
             ledger.record_step(1, 50, CONFIG.noise_multiplier, CONFIG.batch_size)
         out.write_privacy_report(
-            ledger, 1e-5, "autodp-rdp", STEPS, CONFIG.noise_multiplier, CONFIG.batch_size
+            ledger,
+            1e-5,
+            "autodp-rdp",
+            STEPS,
+            CONFIG.noise_multiplier,
+            CONFIG.batch_size,
+            ClientSampling(SECRET).report(),
         )
         epsilon_column = "epsilon_untrusted"
     with out.metrics_csv.open("w", newline="") as handle:
@@ -102,9 +109,9 @@ def make_run(root: Path, kind: str = "simulate") -> Path:
         writer.writerow(
             [
                 "step",
-                "critic_loss",
+                "no_reply",
                 epsilon_column,
-                "grad_norm_mean",
+                "received_row_norm_mean",
                 "fid_domain",
                 "inception_score",
                 "label_agreement",
@@ -115,7 +122,7 @@ def make_run(root: Path, kind: str = "simulate") -> Path:
             writer.writerow(
                 [
                     step,
-                    1.0 / step,
+                    0,
                     0.5 * step,
                     0.2,
                     800.0 if scored else "",

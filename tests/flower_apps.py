@@ -6,6 +6,7 @@ They live in an importable module (not a test file) so Ray actors can load them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,21 @@ from fedgs.training.fedavg_gan import FedAvgGANTrainer
 from fedgs.training.generator import GeneratorTrainer
 
 TAMPERED = {2: "nan", 3: "shape", 4: "huge"}  # partition id -> how its replies are corrupted
+
+
+def simulate(server_app: ServerApp, client_app: ClientApp, nodes: int) -> None:
+    """Flower's real simulation engine (Ray) on 127.0.0.1, sized for this machine."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    from flwr.simulation import run_simulation
+
+    from fedgs.simulations.simulate import EngineOptions, backend_config
+
+    run_simulation(
+        server_app=server_app,
+        client_app=client_app,
+        num_supernodes=nodes,
+        backend_config=backend_config(EngineOptions(ray_cpus=2, object_store_mb=256)),
+    )
 
 
 def _tamper(gradient: np.ndarray, mode: str) -> np.ndarray:

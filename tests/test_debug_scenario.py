@@ -204,6 +204,7 @@ def test_ratio_text_and_privacy_digest() -> None:
     assert ratio_text(0.9, 0.1) == "9.00x"
     assert ratio_text(0.5, 0.0).startswith("inf") and ratio_text(0.0, 0.0).startswith("undefined")
     fedavg = {
+        "strategy": "fedavg-gan",
         "delta": 1e-5,
         "steps": 3,
         "trusted_server": {"epsilon": 12.5, "accountant": "autodp-rdp"},
@@ -211,8 +212,14 @@ def test_ratio_text_and_privacy_digest() -> None:
     }
     digest = privacy_digest(fedavg)
     assert digest["epsilons"]["trusted_server"]["epsilon"] == 12.5
+    assert digest["epsilons"]["trusted_server"]["neighbouring"] == "add-remove"
     assert digest["epsilons"]["untrusted_server"] == {
         "epsilon": None,
         "accountant": None,
+        "neighbouring": "add-remove",
         "note": "unnoised deltas",
     }
+    # a fixed sampling seed voids the Poisson-amplified figure: no number, the note says why
+    fedavg["trusted_server"] |= {"holds": False, "note": "fixed seed"}
+    void = privacy_digest(fedavg)["epsilons"]["trusted_server"]
+    assert void["epsilon"] is None and void["note"] == "fixed seed"

@@ -11,8 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from flower_apps import TAMPERED, recording_fedavg_server_app, tampering_fedavg_client_app
-from test_flower_simulation import _run
+from flower_apps import (
+    TAMPERED,
+    recording_fedavg_server_app,
+    simulate,
+    tampering_fedavg_client_app,
+)
 
 from fedgs import protocol, protocol_fedavg
 from fedgs.comm import fedavg_protocol_bytes, message_bytes
@@ -40,7 +44,7 @@ SMALL = {
 def test_rounds_clip_every_delta_and_drop_bad_ones(tmp_path) -> None:
     config = RunConfig.from_user_config(SMALL, {"run-dir": str(tmp_path)})
     record: list[dict] = []
-    _run(
+    simulate(
         recording_fedavg_server_app(config, 2, record),
         tampering_fedavg_client_app(config.to_user_config()),
         nodes=5,
@@ -107,7 +111,7 @@ def test_simulate_fedavg_gan_then_resume(tmp_path) -> None:
     run_dir = tmp_path / "run"
     first = _cli(run_dir, "--steps", "2", "--checkpoint-every", "1", "--wire-dtype", "float16")
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "trusted server (DP-FedAvg" in first.stdout
+    assert "epsilon (trusted server, DP-FedAvg" in first.stdout and "add-remove" in first.stdout
     second = _cli(
         run_dir, "--steps", "3", "--checkpoint-every", "1", "--resume", "--wire-dtype", "float16"
     )
@@ -118,4 +122,6 @@ def test_simulate_fedavg_gan_then_resume(tmp_path) -> None:
     assert all(int(r["bytes_down"]) > 0 and int(r["bytes_up"]) > 0 for r in rows)
     privacy = json.loads((run_dir / "privacy.json").read_text())
     assert privacy["rounds"] == 3 and privacy["trusted_server"]["threat_model"] == "trusted-server"
+    assert privacy["neighbouring"] == privacy["trusted_server"]["neighbouring"] == "add-remove"
+    assert privacy["sampling"]["amplified_figures_hold"]  # secret Poisson sampling by default
     assert (run_dir / "generator.pt").exists()

@@ -142,16 +142,45 @@ def test_summary_names_threat_models_and_accountant():
     assert untrusted["epsilon"] == pytest.approx(ledger.epsilon_untrusted("b", 1e-5, RDP))
     assert trusted["threat_model"] == TRUSTED_SAMPLER and trusted["accountant"] == RDP
     assert trusted["epsilon"] == pytest.approx(ledger.epsilon_trusted_sampler(1e-5, RDP))
+    assert summary["neighbouring"] == untrusted["neighbouring"] == "replace-one"
+    assert trusted["neighbouring"] == "replace-one"
     assert summary["queries"] == {
         "clients_queried": 3,
         "total": 9,
         "min": 1,
         "median": 3,
         "max": 5,
+        "counted_when": "sent (paid whether or not a reply came back)",
+        "unattributed": 0,
+        "outcomes": {"answered": 0, "dropped": 0, "no-reply": 0},
     }
     # PLD cannot do sampling without replacement: the report says so instead of failing
     pld = ledger.summary(1e-5, "dp-accounting-pld")["trusted_sampler"]
     assert pld["epsilon"] is None and "without replacement" in pld["error"]
+
+
+def test_unattributed_queries_move_to_their_client_or_count_for_the_worst():
+    ledger = PrivacyLedger()
+    ledger.record_query("a", 1.0, 8)
+    ledger.record_unattributed("node-7", 1.0, 8)
+    ledger.record_unattributed("node-9", 1.0, 8)
+    ledger.attribute("node-7", "b")
+    assert ledger.query_counts() == {"a": 1, "b": 1} and ledger.unattributed_count() == 1
+    # node-9 never named its client (a run killed before its reply): any client may hold it
+    two = PrivacyLedger()
+    two.record_query("a", 1.0, 8)
+    two.record_query("a", 1.0, 8)
+    assert ledger.epsilon_untrusted_max(1e-5, RDP) == (two.epsilon_untrusted("a", 1e-5, RDP), "a")
+    ledger.record_outcomes(answered=1, dropped=0, no_reply=1)
+    again = PrivacyLedger.from_json(ledger.to_json())
+    assert again.to_dict() == ledger.to_dict() and again.unattributed_count() == 1
+    assert again.summary(1e-5, RDP)["queries"]["outcomes"]["no-reply"] == 1
+
+
+def test_version_1_ledgers_still_load():
+    old = {"version": 1, "queries": {"a": [[1.0, 8, 2]]}, "steps": [[1, 4, 1.0, 8, 2]]}
+    ledger = PrivacyLedger.from_dict(old)
+    assert ledger.query_counts() == {"a": 2} and ledger.unattributed_count() == 0
 
 
 def _ledger_of_a_sampled_run(sigma: float, batch: int, clients: int, steps: int) -> PrivacyLedger:

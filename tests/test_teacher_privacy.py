@@ -108,7 +108,26 @@ def test_ledger_reports_the_most_voted_client_and_round_trips() -> None:
         "min": 1,
         "median": 3,
         "max": 3,
+        "counted_when": "sent (charged whether or not the votes came back)",
+        "unattributed": 0,
     }
+
+
+def test_unattributed_steps_move_to_their_client_or_count_for_every_client() -> None:
+    kind = pate_step_kind(10.0, 32)
+    ledger = TeacherLedger()
+    ledger.record("a", kind)
+    ledger.record_unattributed("node-4", kind)
+    ledger.record_unattributed("node-5", kind)
+    ledger.attribute("node-4", "b")
+    assert ledger.step_counts() == {"a": 1, "b": 1} and ledger.unattributed_count() == 1
+    # node-5's client is unknown (a run killed before its reply): every client may be it
+    two = TeacherLedger()
+    two.record("a", kind)
+    two.record("a", kind)
+    assert ledger.epsilon_max(1e-5, RDP) == (two.epsilon("a", 1e-5, RDP), "a")
+    again = TeacherLedger.from_json(ledger.to_json())
+    assert again.to_dict() == ledger.to_dict() and again.unattributed_count() == 1
 
 
 def test_ledger_budget_check_looks_one_step_ahead() -> None:

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from flower_apps import simulate
 from teacher_apps import TAMPERED, recording_teacher_server_app, tampering_teacher_app
-from test_flower_simulation import _run
 
 from fedgs import protocol, protocol_datalens, protocol_pate
 from fedgs.comm import datalens_protocol_bytes, message_bytes, pate_protocol_bytes
@@ -48,7 +48,7 @@ def test_votes_are_validated_paid_for_and_compact(strategy: str, tmp_path) -> No
         SMALL, {"strategy": strategy, "min-nodes": 5, "run-dir": str(tmp_path)}
     )
     record: list[dict] = []
-    _run(
+    simulate(
         recording_teacher_server_app(config, 2, record),
         tampering_teacher_app(config.to_user_config()),
         nodes=5,
@@ -60,10 +60,10 @@ def test_votes_are_validated_paid_for_and_compact(strategy: str, tmp_path) -> No
         assert outcome.sampled == 5 and outcome.answered == 2 and outcome.dropped == 3
         assert len(outcome.drop_reasons) == 3
         assert seen["generator_changed"]
-        # only the teachers whose votes entered the aggregate paid
+        # every teacher asked is charged when the query is sent, dropped votes included
         honest = [r for r in seen["replies"] if _partition(r) not in TAMPERED]
-        ids = {str(r.content[protocol.CLIENT][protocol.CLIENT_ID]) for r in honest}
-        assert seen["ledger"] == dict.fromkeys(ids, step)
+        ids = {str(r.content[protocol.CLIENT][protocol.CLIENT_ID]) for r in seen["replies"]}
+        assert len(ids) == 5 and seen["ledger"] == dict.fromkeys(ids, step)
         for reply in honest:
             assert set(reply.content.array_records) == {VOTES[strategy]}
             assert set(reply.content.config_records) == {protocol.CLIENT, protocol.POLICY_USED}

@@ -55,7 +55,7 @@ def test_warm_starts_run_in_parallel_on_the_actors(tmp_path: Path) -> None:
     assert overlapping_pairs(records) >= 1  # ...at the same time
     progress = WarmStartProgress.load(tmp_path / "run")
     assert progress is not None and progress.complete and len(progress.trained) == 8
-    assert progress.failed == 0 and progress.already_warm == 0 and progress.seconds > 0
+    assert progress.failed == 0 and progress.seconds > 0
 
 
 def _command(run_dir: Path, *args: str) -> list[str]:

@@ -66,18 +66,22 @@ def ratio_text(suspected: float, normal: float) -> str:
 
 def privacy_digest(privacy: dict[str, Any]) -> dict[str, Any]:
     """A run's privacy.json (any strategy) cut to steps, delta and one epsilon per threat model
-    (every block that carries an epsilon) with its accountant; an infinite or missing epsilon
-    becomes None with the run's note."""
+    (every block that carries an epsilon) with its accountant and neighbouring relation; an
+    infinite, missing or void (fixed sampling seed) epsilon becomes None with the run's note."""
     epsilons = {}
+    relation = privacy.get(
+        "neighbouring", "add-remove" if privacy.get("strategy") == "fedavg-gan" else "replace-one"
+    )
     blocks = sorted(privacy.items(), key=lambda item: item[0] != "untrusted_server")
     for name, block in blocks:  # the untrusted-server guarantee first: the papers' threat model
         if not isinstance(block, dict) or "epsilon" not in block:
             continue
         epsilon = block["epsilon"]
-        finite = epsilon is not None and math.isfinite(epsilon)
+        finite = epsilon is not None and math.isfinite(epsilon) and block.get("holds") is not False
         epsilons[name] = {
             "epsilon": float(epsilon) if finite else None,
             "accountant": block.get("accountant"),
+            "neighbouring": block.get("neighbouring", relation),
             "note": None if finite else block.get("note") or block.get("error"),
         }
     return {"steps": privacy.get("steps"), "delta": privacy["delta"], "epsilons": epsilons}
@@ -87,7 +91,7 @@ def _epsilon_line(group: str, digest: dict[str, Any]) -> str:
     parts = [
         f"{name.replace('_', ' ')}: "
         + (
-            f"{block['epsilon']:.4g} ({block['accountant']})"
+            f"{block['epsilon']:.4g} ({block['accountant']}, {block['neighbouring']})"
             if block["epsilon"] is not None
             else block["note"] or "none"
         )
@@ -128,7 +132,7 @@ def markdown_report(summary: dict[str, Any]) -> str:
         "",
         f"Strategy `{s['gan']['strategy']}`, {s['gan']['steps']} steps each, same settings "
         f"({noise}, batch {s['gan']['batch_size']}). "
-        "Privacy per generator (threat model: accountant):",
+        "Privacy per generator (threat model: epsilon (accountant, neighbouring relation)):",
         "",
         "| group | steps | epsilon by threat model | delta |",
         "| --- | ---: | --- | ---: |",

@@ -144,7 +144,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         epsilon = "n/a" if figure["epsilon"] is None else f"{figure['epsilon']:.4g}"
         print(
             f"epsilon {epsilon} ({figure['label']}; {figure['threat_model']}, "
-            f"{figure['accountant']}, delta {figure['delta']:g})"
+            f"{figure['accountant']}, delta {figure['delta']:g}, {figure['neighbouring']})"
         )
     for path in result.files.values():
         print(f"  {path}")

@@ -6,8 +6,9 @@ run's warm-start steps and widths. The critics a run trained are not kept by eve
 centralized one keeps none), so this is the distribution at the start of private training
 against the final generator, not a replay of the run. Each value is the L2 norm of one sample's
 upstream gradient d(-D(x, y))/dx, before and after clipping to the run's bound C, as the
-sanitizer does. Runs that log per-step statistics (``grad_norm_mean``, ``clipped_fraction``)
-are plotted from their logs separately.
+sanitizer does (an evaluation on the server's own copy of the data, a simulation convenience;
+no run receives these statistics from its clients). What a run logs per step is computed from
+the sanitized rows it received (``received_row_norm_mean``) and is plotted from its log.
 """
 
 from __future__ import annotations

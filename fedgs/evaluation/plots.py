@@ -26,12 +26,12 @@ CURVES = (
     ("fid_domain", "domain-classifier FID (lower is better)"),
     ("inception_score", "Inception Score (domain classifier)"),
     ("label_agreement", "label agreement"),
-    ("epsilon_untrusted", "epsilon, untrusted server"),
-    ("epsilon_trusted_sampler", "epsilon, trusted sampler"),
-    ("epsilon_trusted_server", "epsilon, trusted server (Fed-Avg GAN)"),
-    ("epsilon_trusted_aggregator", "epsilon, trusted aggregator (teachers)"),
-    ("grad_norm_mean", "mean pre-clip gradient norm (logged)"),
-    ("clipped_fraction", "fraction of rows clipped (logged)"),
+    ("epsilon_untrusted", "epsilon, untrusted server (replace-one; run's accountant, delta)"),
+    ("epsilon_trusted_sampler", "epsilon, trusted sampler (replace-one; run's accountant, delta)"),
+    ("epsilon_trusted_server", "epsilon, trusted server (Fed-Avg GAN, add/remove-one)"),
+    ("epsilon_trusted_aggregator", "epsilon, trusted aggregator (teachers, replace-one)"),
+    ("received_row_norm_mean", "mean L2 norm of the received sanitized rows (server-side)"),
+    ("received_delta_norm_mean", "mean L2 norm of the received deltas (Fed-Avg GAN, server-side)"),
 )
 
 
@@ -105,7 +105,7 @@ def privacy_utility(points: Sequence[dict], stem: Path) -> Path | None:
     left.set_title("sample quality vs privacy", fontsize=9)
     right.set_title("downstream accuracy vs privacy", fontsize=9)
     for ax in (left, right):
-        ax.set_xlabel("epsilon (the run's guarantee)")
+        ax.set_xlabel("epsilon (each run's guarantee; threat model, accountant, delta: table)")
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)

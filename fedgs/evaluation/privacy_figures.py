@@ -1,4 +1,6 @@
-"""Every epsilon of a run, each with the threat model and accountant it holds under.
+"""Every epsilon of a run, each with the threat model, accountant, delta and neighbouring
+relation it holds under (and whether it holds at all: a fixed sampling seed voids the amplified
+figures).
 
 The run's own figures come from its privacy.json. The paper-compatible figure is recomputed here
 (autodp RDP, the GS-WGAN paper's accountant and model) so a reduced reproduction can be compared
@@ -20,10 +22,23 @@ class EpsilonFigure:
     epsilon: float | None
     delta: float
     note: str = ""
+    neighbouring: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def describe(self) -> str:
+        """Threat model, accountant, delta and neighbouring relation in one phrase."""
+        return (
+            f"{self.threat_model}, {self.accountant}, delta={self.delta:g}, "
+            f"{self.neighbouring or 'see note'}"
+        )
+
+
+VOID = "does NOT hold (fixed sampling seed)"
+
+# privacy.json files from before the relation was written: every strategy's own relation
+_DEFAULT_NEIGHBOURING = {"fedavg-gan": "add-remove"}
 
 _LABELS = {
     "untrusted-server": "run guarantee (max over clients)",
@@ -41,6 +56,9 @@ def run_figures(run: RunFiles) -> list[EpsilonFigure]:
     """
     privacy = run.privacy
     delta = float(privacy["delta"])
+    relation = privacy.get(
+        "neighbouring", _DEFAULT_NEIGHBOURING.get(privacy.get("strategy", ""), "replace-one")
+    )
     figures = []
     for key, block in privacy.items():
         if not isinstance(block, dict) or "epsilon" not in block:
@@ -48,14 +66,16 @@ def run_figures(run: RunFiles) -> list[EpsilonFigure]:
         given = "threat_model" in block
         model = block["threat_model"] if given else key.replace("_", "-")
         epsilon = block["epsilon"]
+        label = _LABELS.get(model, model) if given else "no guarantee"
         figures.append(
             EpsilonFigure(
-                label=_LABELS.get(model, model) if given else "no guarantee",
+                label=VOID if block.get("holds") is False else label,
                 threat_model=model,
                 accountant=block.get("accountant", "-"),
                 epsilon=None if epsilon is None else float(epsilon),
                 delta=delta,
                 note=block.get("assumption") or block.get("note") or block.get("error", ""),
+                neighbouring=block.get("neighbouring", relation),
             )
         )
     order = list(_LABELS)
@@ -93,8 +113,19 @@ def paper_figure(run: RunFiles) -> EpsilonFigure | None:
         if setting == "centralized"
         else "untrusted server at the expected query count T*M/K"
     )
+    relation = (
+        "one sample (the paper's sample-level relation)"
+        if setting == "centralized"
+        else "replace-one client"
+    )
     return EpsilonFigure(
-        "paper-compatible", "paper", PAPER_ACCOUNTANT, epsilon, float(privacy["delta"]), model
+        "paper-compatible",
+        "paper",
+        PAPER_ACCOUNTANT,
+        epsilon,
+        float(privacy["delta"]),
+        model,
+        relation,
     )
 
 
@@ -107,6 +138,6 @@ def headline(run: RunFiles) -> EpsilonFigure | None:
     """The run's own guarantee: the strongest threat model it gives a finite epsilon under
     (GS-WGAN: untrusted server; Fed-Avg GAN: trusted server; teachers: trusted aggregator)."""
     for figure in run_figures(run):
-        if figure.label != "no guarantee" and figure.threat_model != "trusted-sampler":
+        if figure.label not in ("no guarantee", VOID) and figure.threat_model != "trusted-sampler":
             return figure
     return None

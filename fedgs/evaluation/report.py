@@ -94,8 +94,11 @@ def _scores(run: RunFiles, evaluation: dict[str, Any] | None) -> dict[str, Any]:
 
 def _privacy_section(figures: Sequence[EpsilonFigure]) -> str:
     return "<h3>Privacy</h3>" + _table(
-        ("figure", "epsilon", "delta", "threat model", "accountant", "what it assumes"),
-        ((f.label, f.epsilon, f.delta, f.threat_model, f.accountant, f.note) for f in figures),
+        ("figure", "epsilon", "delta", "threat model", "accountant", "neighbouring", "assumes"),
+        (
+            (f.label, f.epsilon, f.delta, f.threat_model, f.accountant, f.neighbouring, f.note)
+            for f in figures
+        ),
     )
 
 
@@ -191,7 +194,7 @@ def _comparison(
                 run.strategy,
                 run.privacy.get("steps", run.privacy.get("rounds")),
                 epsilon,
-                guarantee.threat_model if guarantee else "none",
+                guarantee.describe() if guarantee else "none",
                 paper,
                 scores.get("fid_domain"),
                 scores.get("inception_score"),
@@ -225,7 +228,7 @@ def _comparison(
                 "strategy",
                 "steps",
                 "epsilon",
-                "its threat model",
+                "threat model, accountant, delta, neighbouring",
                 "paper-compatible epsilon",
                 "domain FID",
                 "IS",

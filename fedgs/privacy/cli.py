@@ -121,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     )
     from fedgs.privacy.calibration import DEFAULT_TOLERANCE, calibrate_noise_multiplier
     from fedgs.privacy.events import (
+        REPLACE_ONE,
         TRUSTED_SAMPLER,
         UNTRUSTED_SERVER,
         trusted_sampler_event,
@@ -159,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
             "target_epsilon": args.target_epsilon,
             "delta": delta,
             "threat_model": UNTRUSTED_SERVER,
+            "neighbouring": REPLACE_ONE,
             "for": "most-queried client (simulated)",
             "worst_client_queries": worst,
             "expected_queries": expected,
@@ -173,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
                 f"noise multiplier {sigma:.4f} (tolerance {DEFAULT_TOLERANCE:g}) meets epsilon "
                 f"{args.target_epsilon:g} at delta {delta:g} for the most-queried client "
                 f"({worst} queries of B={b}; simulated, seed {args.seed}) under the "
-                f"{UNTRUSTED_SERVER} threat model [{acct.name}]"
+                f"{UNTRUSTED_SERVER} threat model, {REPLACE_ONE} client [{acct.name}]"
             )
         return 0
 
@@ -199,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
         "accountant": acct.name,
         "paper_accountant": PAPER_ACCOUNTANT,
         "delta": delta,
+        "neighbouring": REPLACE_ONE,
         "expected_queries": expected,
         "worst_client_queries": worst,
         "seed": args.seed,
@@ -232,7 +235,8 @@ def run(args: argparse.Namespace) -> int:
     if args.setting == "centralized":
         trusted_label += " (= one shared subsampling event per step)"
     print(
-        f"K={k} clients, T={t} steps, M={m} per step, B={b}, sigma={sigma:g}, delta={delta:g}\n"
+        f"K={k} clients, T={t} steps, M={m} per step, B={b}, sigma={sigma:g}, delta={delta:g}, "
+        f"neighbouring: {REPLACE_ONE} client (all of one writer's data)\n"
         f"queries per client: expected {expected:.2f} (T*M/K); most-queried client {worst} "
         f"(simulated, seed {args.seed})\n"
         f"epsilon {show(eps_worst):>12}  {UNTRUSTED_SERVER}, most-queried client: the run's "

@@ -38,8 +38,17 @@ THREAT_MODELS: dict[str, str] = {
     TRUSTED_AGGREGATOR: (
         "teacher ensembles (DataLens TopAgg, PATE-GAN): clients send unnoised votes; the server is "
         "trusted to aggregate them and add the noise before anything is used; a client's epsilon "
-        "composes exactly the steps its votes entered (no amplification by subsampling claimed)"
+        "composes every step it was asked in (no amplification by subsampling claimed)"
     ),
+}
+
+
+# The neighbouring relation each figure is stated for: user-level (one client = one writer).
+REPLACE_ONE = "replace-one"
+ADD_REMOVE = "add-remove"
+NEIGHBOURING: dict[str, str] = {
+    REPLACE_ONE: "replace one client: all of one writer's data changed (datasets of equal size)",
+    ADD_REMOVE: "add or remove one client: all of one writer's data present or absent",
 }
 
 

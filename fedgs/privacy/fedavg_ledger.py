@@ -1,8 +1,9 @@
 """Privacy ledger of a Fed-Avg GAN run: one Poisson-sampled Gaussian release per round.
 
 Every round releases a noised average whether or not the sampled clients answered (a missing
-client is a zero delta), so the cost is counted per round, keyed by the sampling rate q = m / K
-of that round (K may change in a deployment). Trusted-server model only (events.TRUSTED_SERVER).
+client is a zero delta), so the cost is counted per round, when the round is sent, keyed by the
+sampling rate q = m / K of that round (K may change in a deployment). Trusted-server model only
+(events.TRUSTED_SERVER), add/remove-one-client neighbouring (DP-FedAvg's fixed denominator).
 """
 
 from __future__ import annotations
@@ -14,7 +15,13 @@ from typing import Any
 from dp_accounting import dp_event
 
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
-from fedgs.privacy.events import THREAT_MODELS, TRUSTED_SERVER, fedavg_round_event
+from fedgs.privacy.events import (
+    ADD_REMOVE,
+    NEIGHBOURING,
+    THREAT_MODELS,
+    TRUSTED_SERVER,
+    fedavg_round_event,
+)
 
 
 class FedAvgLedger:
@@ -52,10 +59,13 @@ class FedAvgLedger:
             "strategy": "fedavg-gan",
             "delta": delta,
             "accountant": acct.name,
+            "neighbouring": ADD_REMOVE,
+            "neighbouring_relation": NEIGHBOURING[ADD_REMOVE],
             "trusted_server": {
                 "threat_model": TRUSTED_SERVER,
                 "assumption": THREAT_MODELS[TRUSTED_SERVER],
                 "accountant": acct.name,
+                "neighbouring": ADD_REMOVE,
                 "epsilon": self.epsilon(delta, acct),
             },
             "untrusted_server": {

@@ -1,8 +1,13 @@
-"""Privacy ledger of the teacher-ensemble strategies: which client's votes entered which step.
+"""Privacy ledger of the teacher-ensemble strategies: which client was asked in which step.
 
-A teacher pays for a step when its votes enter the noisy aggregate (a reply the server drops
-never reaches the output). Steps are counted per client and per kind (``teacher_events``), so a
-run of any length costs a few integers, and clients with equal counts share one evaluation.
+The server charges a teacher for a step when it *sends* it the query (conservative: a teacher
+whose reply is lost or dropped is charged too, so a killed run never shows fewer steps than a
+client's own count); a query sent to a node whose client is not known yet is charged to the
+node's name (*unattributed*) and moved to the client when its reply names it (``attribute``);
+any left unattributed (a run killed before the reply) is added to every client's epsilon, since
+any client may have been asked. Steps are counted
+per client and per kind (``teacher_events``), so a run of any length costs a few integers, and
+clients with equal counts share one evaluation.
 """
 
 from __future__ import annotations
@@ -14,11 +19,28 @@ from collections import Counter
 from typing import Any
 
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
-from fedgs.privacy.events import THREAT_MODELS, TRUSTED_AGGREGATOR, UNTRUSTED_SERVER
+from fedgs.privacy.events import (
+    NEIGHBOURING,
+    REPLACE_ONE,
+    THREAT_MODELS,
+    TRUSTED_AGGREGATOR,
+    UNTRUSTED_SERVER,
+)
 from fedgs.privacy.teacher_events import TeacherKind, step_event, teacher_client_event
 
 Signature = tuple[tuple[TeacherKind, int], ...]
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
+_READABLE_VERSIONS = (1, 2)
+
+
+def _kind(kind: TeacherKind) -> TeacherKind:
+    step_event(kind)  # validates the kind
+    mechanism, multiplier, releases = kind
+    return (str(mechanism), float(multiplier), int(releases))
+
+
+def _counts(rows: list) -> Counter[TeacherKind]:
+    return Counter({(str(m), float(mult), int(rel)): int(n) for m, mult, rel, n in rows})
 
 
 @functools.lru_cache(maxsize=1024)
@@ -27,23 +49,37 @@ def _signature_epsilon(signature: Signature, delta: float, accountant: Accountan
 
 
 class TeacherLedger:
-    """Answered steps per client and kind; epsilon per client and the run's maximum."""
+    """Charged steps per client and kind; epsilon per client and the run's maximum."""
 
     def __init__(self) -> None:
         self._steps: dict[str, Counter[TeacherKind]] = {}
+        self._unattributed: dict[str, Counter[TeacherKind]] = {}  # node label -> steps
 
     def record(self, client_id: str, kind: TeacherKind) -> None:
-        step_event(kind)  # validates the kind
-        mechanism, multiplier, releases = kind
-        key = (str(mechanism), float(multiplier), int(releases))
-        self._steps.setdefault(str(client_id), Counter())[key] += 1
+        self._steps.setdefault(str(client_id), Counter())[_kind(kind)] += 1
+
+    def record_unattributed(self, node: str, kind: TeacherKind) -> None:
+        """One step asked of ``node``, whose client the server does not know yet."""
+        self._unattributed.setdefault(str(node), Counter())[_kind(kind)] += 1
+
+    def attribute(self, node: str, client_id: str) -> None:
+        """The steps charged to ``node``'s name are ``client_id``'s (its reply named it)."""
+        kinds = self._unattributed.pop(str(node), None)
+        if kinds:
+            self._steps.setdefault(str(client_id), Counter()).update(kinds)
+
+    def unattributed_count(self) -> int:
+        return sum(sum(kinds.values()) for kinds in self._unattributed.values())
 
     def step_counts(self) -> dict[str, int]:
-        """Steps each client's votes entered, per client that voted at all."""
+        """Steps each client was charged for, per client charged at all."""
         return {client: sum(kinds.values()) for client, kinds in self._steps.items()}
 
-    def signature(self, client_id: str, extra: TeacherKind | None = None) -> Signature:
+    def signature(self, client_id: str | None, extra: TeacherKind | None = None) -> Signature:
+        """The client's (kind, count) pairs, unattributed steps included (conservative)."""
         kinds = Counter(self._steps.get(str(client_id), Counter()))
+        for unattributed in self._unattributed.values():
+            kinds.update(unattributed)
         if extra is not None:
             kinds[extra] += 1
         return tuple(sorted(kinds.items()))
@@ -67,11 +103,11 @@ class TeacherLedger:
         Every distinct signature is evaluated (cached): with one kind per run there are only as
         many as there are distinct step counts.
         """
-        if not self._steps:
+        if not self._steps and not self._unattributed:
             return 0.0, None
         acct = get_accountant(accountant)
-        by_signature: dict[Signature, str] = {}
-        for client in sorted(self._steps):
+        by_signature: dict[Signature, str | None] = {}
+        for client in sorted(self._steps) or [None]:
             by_signature.setdefault(self.signature(client), client)
         worst: tuple[float, str | None] = (-1.0, None)
         for signature, client in by_signature.items():  # in client-id order
@@ -104,10 +140,13 @@ class TeacherLedger:
         return {
             "delta": delta,
             "accountant": acct.name,
+            "neighbouring": REPLACE_ONE,
+            "neighbouring_relation": NEIGHBOURING[REPLACE_ONE],
             TRUSTED_AGGREGATOR.replace("-", "_"): {
                 "threat_model": TRUSTED_AGGREGATOR,
                 "assumption": THREAT_MODELS[TRUSTED_AGGREGATOR],
                 "accountant": acct.name,
+                "neighbouring": REPLACE_ONE,
                 "epsilon": epsilon,
                 "client_id": worst,
             },
@@ -121,27 +160,32 @@ class TeacherLedger:
                 "min": counts[0] if counts else 0,
                 "median": statistics.median(counts) if counts else 0,
                 "max": counts[-1] if counts else 0,
+                "counted_when": "sent (charged whether or not the votes came back)",
+                "unattributed": self.unattributed_count(),
             },
         }
 
     def to_dict(self) -> dict[str, Any]:
+        def rows(book: dict[str, Counter[TeacherKind]]) -> dict[str, list]:
+            return {
+                key: [[*kind, n] for kind, n in sorted(book[key].items())] for key in sorted(book)
+            }
+
         return {
             "version": _FORMAT_VERSION,
-            "steps": {
-                client: [[*kind, n] for kind, n in self.signature(client)]
-                for client in sorted(self._steps)
-            },
+            "steps": rows(self._steps),
+            "unattributed": rows(self._unattributed),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TeacherLedger:
-        if data.get("version") != _FORMAT_VERSION:
+        if data.get("version") not in _READABLE_VERSIONS:
             raise ValueError(f"unsupported teacher ledger version {data.get('version')!r}")
         ledger = cls()
         for client, rows in data["steps"].items():
-            ledger._steps[client] = Counter(
-                {(str(m), float(mult), int(rel)): int(n) for m, mult, rel, n in rows}
-            )
+            ledger._steps[client] = _counts(rows)
+        for node, rows in data.get("unattributed", {}).items():
+            ledger._unattributed[node] = _counts(rows)
         return ledger
 
     def to_json(self) -> str:

@@ -37,6 +37,7 @@ LOCAL_KEYS = (
     "eval_every",
     "eval_samples",
     "seed",
+    "sampling_seed",
     "device",
 )
 
@@ -83,6 +84,7 @@ def _run(args: argparse.Namespace) -> int:
             delta=config.delta,
             accountant=config.accountant,
             seed=config.seed,
+            sampling_seed=config.sampling_seed,
             device=config.device,
         )
         settings = {k.replace("_", "-"): getattr(config, k) for k in LOCAL_KEYS}

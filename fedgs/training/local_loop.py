@@ -21,14 +21,14 @@ from fedgs.device import resolve_device, secret_generator
 from fedgs.metrics import GeneratorScores, save_class_grid
 from fedgs.metrics.evaluator import GeneratorEvaluator
 from fedgs.privacy import PrivacyLedger, get_accountant
+from fedgs.privacy.client_sampling import ClientSampling
 from fedgs.training.critic import PrivateCritic
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.hparams import GSWGANConfig
 from fedgs.training.run_dir import RunDirectory
 
-_METRIC_COLUMNS = (
+_METRIC_COLUMNS = (  # nothing computed from a client's data but the accounted release
     "step",
-    "critic_loss",
     "seconds",
     "epsilon_untrusted",
     "inception_score",
@@ -48,6 +48,7 @@ class LocalRunOptions:
     delta: float = 1e-5
     accountant: str = "autodp-rdp"
     seed: int = 0
+    sampling_seed: int = -1  # -1: secret (ClientSampling); a seed voids the trusted-sampler figure
     device: str = "auto"
 
 
@@ -112,25 +113,23 @@ def run_local_gswgan(
         critics.append(critic)
 
     ledger = PrivacyLedger()
-    choose = torch.Generator().manual_seed(options.seed + 1)
+    sampling = ClientSampling(options.sampling_seed)
+    choose = sampling.generator()
     # DP noise is never derived from the run seed: whoever knows the seed could subtract it
     noise = secret_generator(device)
     scores = initial_scores
     started = time.perf_counter()
     with tqdm(total=options.steps, desc="GS-WGAN", unit="step") as bar:
         for step in range(1, options.steps + 1):
-            chosen = torch.randperm(dataset.num_clients, generator=choose)[
-                : options.clients_per_step
-            ]
+            chosen = choose.choice(dataset.num_clients, options.clients_per_step, replace=False)
             queries = trainer.propose(len(chosen))
-            replies, critic_losses = [], []
+            replies = []
             for k, query in zip(chosen.tolist(), queries, strict=True):
-                stats = critics[k].train_on(list(zip(query.images, query.labels, strict=True)))
+                critics[k].train_on(list(zip(query.images, query.labels, strict=True)))
                 replies.append(critics[k].answer(query.images[-1], query.labels[-1], noise).values)
                 ledger.record_query(
                     dataset.client_ids[k], config.noise_multiplier, config.batch_size
                 )
-                critic_losses.append(stats.loss)
             ledger.record_step(
                 len(chosen), dataset.num_clients, config.noise_multiplier, config.batch_size
             )
@@ -138,7 +137,6 @@ def run_local_gswgan(
             epsilon, _ = ledger.epsilon_untrusted_max(options.delta, accountant)
             row = dict.fromkeys(_METRIC_COLUMNS) | {
                 "step": step,
-                "critic_loss": sum(critic_losses) / len(critic_losses),
                 "seconds": time.perf_counter() - started,
                 "epsilon_untrusted": epsilon,
             }
@@ -147,7 +145,11 @@ def run_local_gswgan(
                 _sample_grid(trainer, run_dir, step)
                 row |= scores.to_dict()
                 bar.set_postfix(
-                    eps=f"{epsilon:.1f}",
+                    {
+                        f"eps(untrusted,{accountant.name},delta={options.delta:g},replace-one)": (
+                            f"{epsilon:.1f}"
+                        )
+                    },
                     fid=f"{scores.fid_domain:.1f}",
                     agree=f"{scores.label_agreement:.2f}",
                 )
@@ -161,6 +163,7 @@ def run_local_gswgan(
         options.steps,
         config.noise_multiplier,
         config.batch_size,
+        sampling.report(),
     )
     torch.save(
         {

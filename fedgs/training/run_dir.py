@@ -65,25 +65,40 @@ class RunDirectory:
         steps: int,
         noise_multiplier: float,
         batch_size: int,
-    ) -> None:
-        """Both epsilons with their threat models and accountant, plus the run's parameters."""
+        sampling: dict[str, Any],
+    ) -> dict[str, Any]:
+        """Both epsilons with their threat models, accountant and neighbouring relation, the
+        run's parameters and how clients were sampled (a fixed seed voids the amplified one)."""
         report = ledger.summary(delta, accountant) | {
             "steps": steps,
             "noise_multiplier": noise_multiplier,
             "batch_size": batch_size,
+            "sampling": sampling,
         }
+        if not sampling["amplified_figures_hold"]:
+            report["trusted_sampler"] |= {"holds": False, "note": sampling["note"]}
         self.write_json(self.privacy_json, report)
         return report
 
 
+def _amplified(figure: dict, sampling: dict, text: str) -> str:
+    """An amplified figure, or why it does not hold (fixed sampling seed)."""
+    if figure.get("epsilon") is None:
+        return "n/a"
+    if not sampling.get("amplified_figures_hold", True):
+        return f"{text} (does NOT hold: fixed sampling-seed, sampling was predictable)"
+    return text
+
+
 def _teacher_privacy_lines(privacy: dict) -> list[str]:
     aggregator, votes = privacy["trusted_aggregator"], privacy["votes"]
+    neighbouring = privacy.get("neighbouring", "replace-one")
     lines = [
-        f"{privacy['steps']} {privacy['strategy']} steps; delta = {privacy['delta']:g}",
-        f"  epsilon, trusted aggregator (max over clients, {aggregator['accountant']}): "
-        f"{aggregator['epsilon']:.4g}",
-        "  epsilon, untrusted server: none (clients send unnoised votes)",
-        f"  steps voted per client: max {votes['max']}, median {votes['median']}"
+        f"{privacy['steps']} {privacy['strategy']} steps",
+        f"  epsilon (trusted aggregator, {aggregator['accountant']}, delta={privacy['delta']:g}, "
+        f"{neighbouring}; max over clients): {aggregator['epsilon']:.4g}",
+        "  epsilon (untrusted server): none (clients send unnoised votes)",
+        f"  steps asked per client: max {votes['max']}, median {votes['median']}"
         f" over {votes['clients_voted']} clients",
     ]
     if privacy["strategy"] == "pate-gan":
@@ -94,25 +109,39 @@ def _teacher_privacy_lines(privacy: dict) -> list[str]:
 def _privacy_lines(privacy: dict) -> list[str]:
     if privacy.get("strategy") in ("datalens", "pate-gan"):
         return _teacher_privacy_lines(privacy)
+    sampling = privacy.get("sampling", {})
+    delta = f"delta={privacy['delta']:g}"
     if privacy.get("strategy") == "fedavg-gan":
         trusted = privacy["trusted_server"]
+        neighbouring = privacy.get("neighbouring", "add-remove")
+        figure = f"{trusted['epsilon']:.4g}"
         return [
-            f"{privacy['rounds']} Fed-Avg GAN rounds; delta = {privacy['delta']:g}",
-            f"  epsilon, trusted server (DP-FedAvg, {trusted['accountant']}): "
-            f"{trusted['epsilon']:.4g}",
-            "  epsilon, untrusted server: none (clients send unnoised deltas)",
+            f"{privacy['rounds']} Fed-Avg GAN rounds",
+            f"  epsilon (trusted server, DP-FedAvg with Poisson sampling, "
+            f"{trusted['accountant']}, {delta}, {neighbouring}): "
+            + _amplified(trusted, sampling, figure),
+            "  epsilon (untrusted server): none (clients send unnoised deltas)",
         ]
     untrusted, trusted = privacy["untrusted_server"], privacy["trusted_sampler"]
     queries = privacy["queries"]
-    return [
-        f"{privacy['steps']} private generator steps; delta = {privacy['delta']:g}",
-        f"  epsilon, untrusted server (max over clients, {untrusted['accountant']}): "
-        f"{untrusted['epsilon']:.2f}",
-        f"  epsilon, trusted sampler (assumes secret uniform sampling, {trusted['accountant']}): "
-        + ("n/a" if trusted.get("epsilon") is None else f"{trusted['epsilon']:.2f}"),
-        f"  queries per client: max {queries['max']}, median {queries['median']}"
-        f" over {queries['clients_queried']} clients",
+    neighbouring = privacy.get("neighbouring", "replace-one")
+    sampler_figure = "" if trusted.get("epsilon") is None else f"{trusted['epsilon']:.2f}"
+    lines = [
+        f"{privacy['steps']} private generator steps",
+        f"  epsilon (untrusted server, {untrusted['accountant']}, {delta}, {neighbouring}; "
+        f"max over clients): {untrusted['epsilon']:.2f}",
+        f"  epsilon (trusted sampler: assumes secret uniform sampling, {trusted['accountant']}, "
+        f"{delta}, {neighbouring}): " + _amplified(trusted, sampling, sampler_figure),
+        f"  queries per client (paid when sent): max {queries['max']}, median "
+        f"{queries['median']} over {queries['clients_queried']} clients",
     ]
+    outcomes = queries.get("outcomes")
+    if outcomes:
+        lines.append(
+            f"  queries sent: {outcomes['answered']} answered, {outcomes['dropped']} dropped, "
+            f"{outcomes['no-reply']} without a reply (all paid)"
+        )
+    return lines
 
 
 def summarize(run_dir: Path) -> str:
