@@ -32,6 +32,7 @@ from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import ServerState, load_checkpoint, save_checkpoint, save_ledger
 from fedgs.server.fedavg_strategy import FedAvgGANStrategy
 from fedgs.server.replies import StepOutcome
+from fedgs.server.silence import AnswerWatch
 from fedgs.server.strategy import GSWGANStrategy
 from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
@@ -92,6 +93,7 @@ class FederatedRun(ABC):
         )
         self.initial_scores: GeneratorScores | None = None
         self.final_scores: GeneratorScores | None = None
+        self.answers = AnswerWatch(config.max_unanswered_steps)
 
     # --- what a strategy provides
     strategy: GSWGANStrategy | FedAvgGANStrategy
@@ -211,6 +213,7 @@ class FederatedRun(ABC):
                     loss="-" if loss is None else f"{loss:.2f}",
                 )
                 bar.update()
+                self.answers.record(step, self.strategy.last_outcome)
                 if last:
                     break
         if self.step < c.steps and time.monotonic() >= deadline:
