@@ -173,24 +173,27 @@ def measure(
     return rows
 
 
-def _total(rows: list[dict], label: str) -> int:
-    return next(r for r in rows if r["variant"] == label)["total_bytes_per_client"]
-
-
 def comparisons(rows: list[dict]) -> list[str]:
-    """Both ratios: the paper's (its networks against its protocol) and fedgs' like-for-like."""
-    paper = _total(rows, FEDAVG_PAPER) / _total(rows, PAPER_PROTOCOL)
-    lines = [
-        f"Paper-sized networks (the GS-WGAN paper's comparison): {FEDAVG_PAPER} with the paper's "
-        f"networks / {PAPER_PROTOCOL}: {paper:,.0f}x, float32. Mostly the size of the paper's "
-        "critic, which fedgs' GS-WGAN never trains.",
-    ]
-    if any(r["variant"] == FEDAVG_FEDGS for r in rows):
-        fedgs = _total(rows, FEDAVG_FEDGS)
+    """Both ratios: the paper's (its networks against its protocol) and fedgs' like-for-like
+    (each measured pair that is present)."""
+    total = {r["variant"]: r["total_bytes_per_client"] for r in rows}
+    lines = []
+    if FEDAVG_PAPER in total and PAPER_PROTOCOL in total:
+        ratio = total[FEDAVG_PAPER] / total[PAPER_PROTOCOL]
         lines.append(
-            f"Like-for-like (the networks fedgs trains): {FEDAVG_FEDGS} / {FEDGS_PROTOCOL}: "
-            f"{fedgs / _total(rows, FEDGS_PROTOCOL):,.1f}x; / {PAPER_PROTOCOL}: "
-            f"{fedgs / _total(rows, PAPER_PROTOCOL):,.1f}x (float32)."
+            f"Paper-sized networks (the GS-WGAN paper's comparison): {FEDAVG_PAPER} with the "
+            f"paper's networks / {PAPER_PROTOCOL}: {ratio:,.0f}x, float32; mostly the size of "
+            "the paper's critic, which fedgs' GS-WGAN never trains."
+        )
+    if FEDAVG_FEDGS in total:
+        ratios = [
+            f"/ {label}: {total[FEDAVG_FEDGS] / total[label]:,.1f}x"
+            for label in (FEDGS_PROTOCOL, PAPER_PROTOCOL)
+            if label in total
+        ]
+        lines.append(
+            f"Like-for-like (the networks fedgs trains): {FEDAVG_FEDGS} {'; '.join(ratios)} "
+            "(float32)."
         )
     return lines
 
@@ -229,9 +232,10 @@ def table_lines(rows: list[dict], base: RunConfig) -> list[str]:
             f"| {_epsilon_cell(r)} |"
         )
     lines += ["", *comparisons(rows)]
-    gswgan_up = next(r for r in rows if r["variant"] == FEDGS_PROTOCOL)["up_bytes_per_client"]
+    up = {r["variant"]: r["up_bytes_per_client"] for r in rows}
     for r in rows:
-        if r["strategy"] in ("datalens", "pate-gan"):
+        if r["strategy"] in ("datalens", "pate-gan") and FEDGS_PROTOCOL in up:
+            gswgan_up = up[FEDGS_PROTOCOL]
             ratio = gswgan_up / r["up_bytes_per_client"]
             lines.append(f"Upload, GS-WGAN / {r['variant']}: {ratio:,.0f}x")
     lines.append(
