@@ -212,7 +212,8 @@ def table_lines(rows: list[dict], base: RunConfig) -> list[str]:
     lines = [
         f"Bytes per participating client per generator update (B = {base.batch_size}, "
         f"GS-WGAN n_dis = {base.critic_steps}, Fed-Avg GAN n_D = {base.fedavg_critic_steps}, "
-        f"{base.steps} steps each; serialized Flower messages, transport framing excluded). "
+        f"{base.steps} step{'s' if base.steps != 1 else ''} each; serialized Flower messages, "
+        "transport framing excluded). "
         f"DataLens: k = {base.datalens_top_k}, n_dis = {base.critic_steps}; PATE-GAN: "
         f"n_T = {base.pate_teacher_steps}, n_S = {base.pate_student_steps}; both "
         f"{base.teachers_per_step} teachers per step. Epsilon: after these few measured steps "
