@@ -234,6 +234,13 @@ class RunConfig:
     reply_timeout: float = field(
         default=600.0, metadata={"help": "seconds to wait for client replies"}
     )
+    max_unanswered_steps: int = field(
+        default=5,
+        metadata={
+            "help": "stop the run with the first client error after this many consecutive steps "
+            "in which no asked client answered (0 = never stop)"
+        },
+    )
     resume: bool = field(default=False, metadata={"help": "continue from RUN_DIR's checkpoint"})
 
     @classmethod
@@ -268,6 +275,8 @@ class RunConfig:
             raise ValueError(f"unknown device {self.device!r} (known: {', '.join(DEVICES)})")
         if self.client_num_gpus < 0:
             raise ValueError(f"client-num-gpus must be >= 0, got {self.client_num_gpus}")
+        if self.max_unanswered_steps < 0:
+            raise ValueError(f"max-unanswered-steps must be >= 0, got {self.max_unanswered_steps}")
         if self.max_minutes < 0:
             raise ValueError(f"max-minutes must be >= 0, got {self.max_minutes}")
         if self.sampling_seed < -1:

@@ -43,6 +43,7 @@ from fedgs.server.checkpoint import (
 )
 from fedgs.server.fedavg_strategy import FedAvgGANStrategy
 from fedgs.server.replies import NodeIdentities, StepOutcome
+from fedgs.server.silence import AnswerWatch
 from fedgs.server.strategy import GSWGANStrategy
 from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
@@ -103,6 +104,7 @@ class FederatedRun(ABC):
         )
         self.initial_scores: GeneratorScores | None = None
         self.final_scores: GeneratorScores | None = None
+        self.answers = AnswerWatch(config.max_unanswered_steps)
 
     # --- what a strategy provides
     strategy: GSWGANStrategy | FedAvgGANStrategy
@@ -236,6 +238,7 @@ class FederatedRun(ABC):
                     answered=f"{row['answered']}/{row['sampled']}",
                 )
                 bar.update()
+                self.answers.record(step, self.strategy.last_outcome)
                 if last:
                     break
         if self.step < c.steps and time.monotonic() >= deadline:

@@ -28,6 +28,7 @@ from fedgs import protocol
 from fedgs.client.session import state_dir_for
 from fedgs.run_config import RunConfig
 from fedgs.server.replies import NodeIdentities
+from fedgs.server.silence import require_warm_clients
 from fedgs.training.run_dir import write_atomic
 
 logger = logging.getLogger("fedgs.server")
@@ -46,6 +47,7 @@ class WarmStartProgress:
     trained: list[str] = field(default_factory=list)  # client ids, in order of completion
     already_warm: int = 0  # replies (this attempt) from clients an earlier attempt recorded
     failed: int = 0  # this attempt
+    first_error: str = ""  # this attempt's first failure, logged once
     seconds: float = 0.0  # wall time of every attempt together
     complete: bool = False
 
@@ -68,19 +70,25 @@ def _request(node: int, steps: int) -> Message:
     return Message(content, dst_node_id=node, message_type=protocol.WARM_START)
 
 
+def _fail(progress: WarmStartProgress, reason: str) -> None:
+    """Count a failed client; only the first failure is logged (the rest usually repeat it)."""
+    progress.failed += 1
+    if not progress.first_error:
+        progress.first_error = reason
+        logger.warning("warm start failed on %s", reason)
+
+
 def _record(
     reply: Message, progress: WarmStartProgress, trained: set[str], identities: NodeIdentities
 ) -> None:
     node = reply.metadata.src_node_id
     if reply.has_error():
-        progress.failed += 1
-        logger.warning("warm start failed on node %s: %s", node, reply.error.reason)
+        _fail(progress, f"node {node}: {reply.error.reason}")
         return
     try:
         client = identities.learn(reply)
     except protocol.ProtocolError as error:
-        progress.failed += 1
-        logger.warning("warm start: dropped reply from node %s: %s", node, error)
+        _fail(progress, f"node {node}: dropped reply: {error}")
         return
     if client in trained:  # an earlier attempt recorded it (replies carry no step counts)
         progress.already_warm += 1
@@ -134,8 +142,7 @@ def warm_start_clients(
             expired = [m for m, at in pending.items() if now - at > config.reply_timeout]
             for message_id in expired:
                 del pending[message_id]
-                progress.failed += 1
-                logger.warning("warm start: no reply in %g s", config.reply_timeout)
+                _fail(progress, f"a node: no reply in {config.reply_timeout:g} s")
             bar.update(refused + len(replies) + len(expired))
             progress.seconds = earlier + time.monotonic() - started
             if time.monotonic() - saved > SAVE_EVERY_SECONDS:
@@ -151,5 +158,8 @@ def warm_start_clients(
         len(progress.trained),
         progress.failed,
         progress.seconds,
+    )
+    require_warm_clients(
+        len(progress.trained), len(progress.trained) + progress.failed, progress.first_error
     )
     return progress

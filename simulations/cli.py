@@ -39,7 +39,6 @@ COMM_COST_KEYS = (
     "critic_steps",
     "generator_width",
     "critic_width",
-    "fedavg_models",
     "fedavg_clients_per_round",
     "fedavg_critic_steps",
     "fedavg_generator_steps",
@@ -56,13 +55,15 @@ def _register_comm_cost(subparsers: argparse._SubParsersAction) -> None:
         "comm-cost",
         help="bytes per generator update of every strategy, measured on real messages",
         description=(
-            "Runs every strategy (and float16 / bfloat16 wire variants) for a few steps on "
-            "Flower's simulation engine on the same data, measures the serialized size of every "
-            "message, and writes a table (markdown + CSV) and a log-scale bar chart to --out."
+            "Runs every strategy (and float16 / bfloat16 wire variants; Fed-Avg GAN with the "
+            "paper's networks and with fedgs') for one step each on Flower's simulation engine "
+            "on the same data, measures the serialized size of every message, and writes a "
+            "table (markdown + CSV) and a log-scale bar chart to --out. A message's size does "
+            "not depend on how long anything trained: --steps N averages over N steps."
         ),
     )
     add_arguments(parser, COMM_COST_KEYS)
-    parser.add_argument("--steps", type=int, default=3, help="steps per variant (%(default)s)")
+    parser.add_argument("--steps", type=int, default=1, help="steps per variant (%(default)s)")
     parser.add_argument("--out", default="runs/comm-cost", help="output folder (%(default)s)")
     _add_engine_options(parser)
     parser.set_defaults(handler=_run_comm_cost)
@@ -128,6 +129,8 @@ def _run_comm_cost(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from fedgs.data import DataError
+    from fedgs.server.silence import ClientsFailed
+    from fedgs.simulations.engine_log import FLOWER_LOG_NAME
     from fedgs.training.run_dir import summarize
 
     try:
@@ -140,6 +143,10 @@ def _run(args: argparse.Namespace) -> int:
     except DataError as error:  # raised while counting the clients, before Ray starts
         print(f"fedgs simulate: error: {error}")
         return 2
+    except ClientsFailed as error:
+        log = Path(config.run_dir) / FLOWER_LOG_NAME
+        print(f"fedgs simulate: error: the run stopped: {error}\n  every failure in full: {log}")
+        return 1
     if not (Path(run_dir) / "privacy.json").exists():
         print(
             f"fedgs simulate: the run ended without results; see the log above (run dir {run_dir})"

@@ -33,7 +33,10 @@ class EngineOptions:
 def backend_config(options: EngineOptions, gpus_per_client: float = 0.0) -> dict:
     """Ray resources: ``gpus_per_client`` is the run config's ``client-num-gpus`` (a fraction
     lets several clients share one GPU; Ray hides the GPUs from clients that ask for none)."""
-    init_args: dict = {"object_store_memory": options.object_store_mb * 1024**2}
+    init_args: dict = {
+        "object_store_memory": options.object_store_mb * 1024**2,
+        "log_to_driver": False,  # workers' output stays in Ray's session logs (engine_log)
+    }
     if options.ray_cpus > 0:
         init_args["num_cpus"] = options.ray_cpus
     return {
@@ -61,16 +64,18 @@ def run_simulation(config: RunConfig, options: EngineOptions) -> Path:
     from fedgs.client.app import build_client_app
     from fedgs.server.app import build_server_app
     from fedgs.simulations import fast_engine
+    from fedgs.simulations.engine_log import FLOWER_LOG_NAME, engine_output_to
 
     if options.poll_seconds < fast_engine.FLOWER_POLL_SECONDS:
         fast_engine.install(options.poll_seconds)
 
     nodes = num_supernodes(config)
     overrides = config.with_updates(min_nodes=nodes).to_user_config()
-    flower_run_simulation(
-        server_app=build_server_app(overrides, grid_poll_seconds=options.poll_seconds),
-        client_app=build_client_app(overrides),
-        num_supernodes=nodes,
-        backend_config=backend_config(options, config.client_num_gpus),
-    )
+    with engine_output_to(Path(config.run_dir) / FLOWER_LOG_NAME):
+        flower_run_simulation(
+            server_app=build_server_app(overrides, grid_poll_seconds=options.poll_seconds),
+            client_app=build_client_app(overrides),
+            num_supernodes=nodes,
+            backend_config=backend_config(options, config.client_num_gpus),
+        )
     return Path(config.run_dir)

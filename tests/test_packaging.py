@@ -49,3 +49,24 @@ def test_subpackages_import_from_the_fedgs_namespace() -> None:
         fedgs.client.__name__ == "fedgs.client"
         and fedgs.simulations.__name__ == "fedgs.simulations"
     )
+
+
+def test_checkout_first_on_sys_path_imports_the_mapped_subpackages() -> None:
+    """Ray puts the driver's working directory first on every worker's sys.path, and `flwr run .`
+    the app directory: from a checkout's root the source fedgs/ shadows the installed package, and
+    must still import fedgs.server, fedgs.client and fedgs.simulations (issue 18). ``-S`` keeps
+    the editable install's import hook out, as in a regular install."""
+    site_packages = [p for p in sys.path if p.endswith("site-packages")]
+    code = (
+        f"import sys; sys.path[:0] = [{str(ROOT)!r}]; sys.path += {site_packages!r}; "
+        "import fedgs.client.app, fedgs.server.app, fedgs.simulations.simulate, fedgs; "
+        "print(fedgs.client.__file__, fedgs.server.__file__, fedgs.simulations.__file__)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    client, server, simulations = result.stdout.split()
+    assert Path(client) == ROOT / "client" / "__init__.py"
+    assert Path(server) == ROOT / "server" / "__init__.py"
+    assert Path(simulations) == ROOT / "simulations" / "__init__.py"

@@ -86,6 +86,10 @@ def test_simulate_writes_every_output(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert str(run_dir / "privacy.json") in done.stdout and "untrusted server" in done.stdout
+    assert "client replies: 6 answered, 0 dropped of 6 asked" in done.stdout
+    terminal = done.stdout + done.stderr  # Flower's and Ray's own output went to flower.log
+    assert "FutureWarning" not in terminal and "DEPRECATED" not in terminal
+    assert "DEPRECATED" in (run_dir / "flower.log").read_text()
 
     rows = _rows(run_dir)
     assert [int(r["step"]) for r in rows] == [1, 2, 3, 4, 5, 6]
@@ -173,3 +177,44 @@ def test_killed_run_resumes_with_its_ledger_intact(tmp_path: Path) -> None:
     # the server paid for it when it sent it, the client may not have answered
     assert server_total - _client_ledgers_total(run_dir / "client-state") in (0, 1)
     assert [int(r["step"]) for r in _rows(run_dir)][-1] == 12
+
+
+def _unwritable_state_dir(tmp_path: Path) -> Path:
+    """A client-state folder no client can create (a file is in its way): every client fails
+    on its first request, through the real ClientApp on Ray."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("in the way\n")
+    return blocker / "client-state"
+
+
+def test_run_whose_clients_all_fail_stops_with_the_client_error(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        _command(run_dir, "--steps", "40", "--warm-start-steps", "0", "--eval-every", "0")
+        + ["--max-unanswered-steps", "3", "--state-dir", str(_unwritable_state_dir(tmp_path))],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    terminal = done.stdout + done.stderr
+    assert done.returncode == 1, terminal[-3000:]
+    assert "no client answered in 3 consecutive steps" in done.stdout
+    assert "NotADirectoryError" in done.stdout or "a-file" in done.stdout  # the client's own error
+    assert "Traceback" not in terminal  # each failure in full is in flower.log, not here
+    assert "Traceback" in (run_dir / "flower.log").read_text()
+    assert [int(r["answered"]) for r in _rows(run_dir)] == [0, 0, 0]  # stopped after 3 steps
+
+
+def test_warm_start_that_leaves_no_client_warm_stops_the_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        _command(run_dir, "--steps", "40", "--eval-every", "0")
+        + ["--state-dir", str(_unwritable_state_dir(tmp_path))],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "warm start: none of 6 clients answered; first client error: node" in done.stdout
+    assert done.stdout.count("first client error") == 1
+    assert not (run_dir / "metrics.csv").exists()  # no step ran on nobody's answers

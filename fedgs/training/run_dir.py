@@ -144,13 +144,27 @@ def _privacy_lines(privacy: dict) -> list[str]:
     return lines
 
 
+def _reply_lines(rows: list[dict[str, str]]) -> list[str]:
+    """Partial failure goes on: how many asked clients answered, and steps nobody answered
+    (federated runs; the centralized one asks nobody)."""
+    if not rows or "sampled" not in rows[0]:
+        return []
+    asked = sum(int(r["sampled"] or 0) for r in rows)
+    answered = sum(int(r["answered"] or 0) for r in rows)
+    silent = sum(1 for r in rows if int(r["sampled"] or 0) > 0 and int(r["answered"] or 0) == 0)
+    return [
+        f"  client replies: {answered:,} answered, {asked - answered:,} dropped of {asked:,} asked"
+        f" ({silent} steps with no answer)"
+    ]
+
+
 def summarize(run_dir: Path) -> str:
     """The short human-readable summary printed at the end of a run."""
     privacy = json.loads((run_dir / "privacy.json").read_text())
     with (run_dir / "metrics.csv").open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     scored = [r for r in rows if r.get("fid_domain")]
-    lines = _privacy_lines(privacy)
+    lines = _privacy_lines(privacy) + _reply_lines(rows)
     if rows and rows[-1].get("bytes_down"):
         down = sum(float(r["bytes_down"]) for r in rows) / len(rows)
         up = sum(float(r["bytes_up"]) for r in rows) / len(rows)
