@@ -117,16 +117,21 @@ def _quality_section(quality: dict[str, Any], run: RunFiles) -> str:
             record["real"].items(),
         ),
     ]
-    pairs = run.evaluation_dir / "plots" / "closest_pairs.png"
-    if pairs.exists():
-        parts.append(
-            _img(
-                pairs,
-                "memorisation check: the samples closest to a training image (top) and that "
-                "training image (bottom), pixel distance above",
-            )
+    parts.append(
+        _evaluation_figure(
+            run,
+            "closest_pairs",
+            "memorisation check: the samples closest to a training image (top) and that "
+            "training image (bottom), pixel distance above",
         )
+    )
     return "\n".join(parts)
+
+
+def _evaluation_figure(run: RunFiles, name: str, caption: str) -> str:
+    """A figure ``fedgs evaluate`` wrote, embedded; empty when it was not written."""
+    path = run.evaluation_dir / "plots" / f"{name}.png"
+    return _img(path, caption) if path.exists() else ""
 
 
 def _grids(run: RunFiles) -> str:
@@ -180,15 +185,14 @@ def _run_section(run: RunFiles, label: str, figures: Sequence[EpsilonFigure], as
     parts.append("<h3>Figures</h3>")
     if curves := plots.training_curves(run, assets / f"{label}_training_curves"):
         parts.append(_img(curves, "training curves (from metrics.csv)"))
-    norms = run.evaluation_dir / "plots" / "gradient_norms.png"
-    if norms.exists():
-        parts.append(
-            _img(
-                norms,
-                "gradient norms before/after clipping: final generator vs a freshly "
-                "warm-started critic (fedgs evaluate)",
-            )
+    parts.append(
+        _evaluation_figure(
+            run,
+            "gradient_norms",
+            "gradient norms before/after clipping: final generator vs a freshly "
+            "warm-started critic (fedgs evaluate)",
         )
+    )
     parts.append(
         "<h3>Configuration</h3>"
         + _table(
