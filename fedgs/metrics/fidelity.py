@@ -12,6 +12,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import numpy as np
 import torch
 from prdc import compute_prdc
@@ -27,7 +30,8 @@ def prdc(real: torch.Tensor, fake: torch.Tensor, k: int = NEAREST_K) -> dict[str
     k = min(k, len(real) - 1, len(fake) - 1)
     if k < 1:
         raise ValueError("precision/recall need at least two real and two fake samples")
-    values = compute_prdc(real.double().numpy(), fake.double().numpy(), nearest_k=k)
+    with contextlib.redirect_stdout(io.StringIO()):  # prdc prints its sample counts
+        values = compute_prdc(real.double().numpy(), fake.double().numpy(), nearest_k=k)
     return {key: float(values[key]) for key in PRDC_KEYS}
 
 
