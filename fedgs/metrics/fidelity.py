@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import warnings
 
 import numpy as np
 import torch
@@ -30,7 +31,9 @@ def prdc(real: torch.Tensor, fake: torch.Tensor, k: int = NEAREST_K) -> dict[str
     k = min(k, len(real) - 1, len(fake) - 1)
     if k < 1:
         raise ValueError("precision/recall need at least two real and two fake samples")
-    with contextlib.redirect_stdout(io.StringIO()):  # prdc prints its sample counts
+    # prdc prints its sample counts, and its scikit-learn calls warn about joblib configuration
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
         values = compute_prdc(real.double().numpy(), fake.double().numpy(), nearest_k=k)
     return {key: float(values[key]) for key in PRDC_KEYS}
 
