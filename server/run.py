@@ -214,12 +214,12 @@ class FederatedRun(ABC):
         self.prepare_clients(grid)
         if self.evaluator is not None:
             self.initial_scores = self.evaluator.score(self.sample)
-            if not resumed:  # the untrained generator: what training has to beat, and the
-                # instrument's own accuracy on real test images, which bounds what it can read
+            if not resumed:  # the untrained generator: what training has to beat, the
+                # instrument's accuracy on real images, which bounds what it can read, and the
+                # writer split its real images come from
                 self.out.write_json(
                     self.out.initial_scores_json,
-                    self.initial_scores.to_dict()
-                    | {"classifier_test_accuracy": self.evaluator.classifier_test_accuracy},
+                    self.initial_scores.to_dict() | self.evaluator.record(),
                 )
         started, first_step = time.perf_counter(), self.step + 1
         with tqdm(total=c.steps, initial=self.step, desc=self.name, unit="step") as bar:

@@ -30,7 +30,13 @@ import torch
 from fedgs.data import DataError, FederatedDataset, load_federated
 from fedgs.data.federated import ClientArrays, read_client_arrays, save_federated
 from fedgs.debugging.bug import choose_buggy
-from fedgs.debugging.detection import BORDER, inverted_share
+from fedgs.debugging.detection import (
+    BORDER,
+    MARGIN,
+    frame_profile,
+    inverted_share,
+    legibility,
+)
 from fedgs.debugging.report import markdown_report, privacy_digest, ratio_text, save_side_by_side
 from fedgs.debugging.scoring import (
     NORMAL,
@@ -44,6 +50,7 @@ from fedgs.debugging.scoring import (
 from fedgs.debugging.writers import holdout_images, select_writers, split_holdout
 from fedgs.evaluation.generator_loader import load_generator
 from fedgs.metrics.classifier import load_or_train_classifier
+from fedgs.metrics.controls import untrained_sampler
 from fedgs.run_config import RunConfig
 from fedgs.simulations.simulate import EngineOptions, run_simulation
 
@@ -260,10 +267,13 @@ def run_scenario(options: ScenarioOptions, gan: RunConfig, engine: EngineOptions
     print("[5/5] detection statistic, sample grids and report")
     labels = _balanced_labels(ds.num_classes, options.detect_samples)
     grid_labels = torch.arange(ds.num_classes).repeat_interleave(GRID_PER_CLASS)
-    generated, panels = {}, []
+    generated, profiles, legible, panels = {}, {}, {}, []
     for name in GAN_GROUPS:
         generator = load_generator(run_dirs[name])
-        generated[name] = inverted_share(generator.sample(labels, seed=options.seed))
+        samples = generator.sample(labels, seed=options.seed)
+        generated[name] = inverted_share(samples)
+        profiles[name] = frame_profile(samples)
+        legible[name] = legibility(model, samples, labels)
         panels.append(
             (
                 f"{name}: {table[name]['total']} writers, {table[name]['with bug']} with bug\n"
@@ -330,6 +340,15 @@ def run_scenario(options: ScenarioOptions, gan: RunConfig, engine: EngineOptions
                 "clean": inverted_share(holdout_x[pick]),
                 "inverted": inverted_share(-holdout_x[pick]),
             },
+            "margin": MARGIN,
+            "profile": profiles,
+            "untrained": {
+                f"untrained generator, seed {seed}": frame_profile(
+                    untrained_sampler(ds.num_classes, gan.generator_width, seed=seed)(labels)
+                )
+                for seed in (0, 1)
+            },
+            "legibility": legible,
             "ratio": ratio_text(generated[SUSPECTED], generated[NORMAL]),
             "bar": DETECTION_BAR,
             "bar_met": bool(ratio_ok),

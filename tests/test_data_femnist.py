@@ -39,16 +39,20 @@ def digits(cache_dir: Path) -> FederatedDataset:
 
 def test_dedup_by_writer(all62: FederatedDataset) -> None:
     info = all62.info
+    split = info["writer_split"]
     assert info["copies"] == 4
-    assert info["writers"] == 710
-    assert info["writers_with_train_split"] == 396
-    assert info["writers_test_only"] == 314
-    assert all62.num_clients == 396
+    # 710 writers: 148 held out for evaluation (fedgs.data.writer_split), 562 training writers
+    assert split["training_writers"] + split["evaluation_writers"] == 710
+    assert split["evaluation_writers"] == 148
+    assert info["writers"] == 562
+    assert info["writers_with_train_split"] == 317
+    assert all62.num_clients == 317
     assert len(set(all62.client_ids)) == all62.num_clients  # no writer twice
-    assert all62.num_train_images == 54_503
-    assert all62.num_test_images == 15_513
+    assert all62.num_train_images == 43_486
+    # every image of the evaluation writers, classifier half first
+    assert all62.num_test_images == 14_340 == split["classifier_rows"] + split["reference_rows"]
     counts = np.diff(all62.train_offsets)
-    assert counts.min() == 2 and counts.max() == 320 and np.median(counts) == 150
+    assert counts.min() == 2 and counts.max() == 320 and np.median(counts) == 149
 
 
 def test_all_62_classes(all62: FederatedDataset) -> None:
@@ -64,9 +68,10 @@ def test_digits_only(digits: FederatedDataset, all62: FederatedDataset) -> None:
     assert digits.num_classes == 10 and int(y.max()) == 9
     _, all_y = all62.train_arrays()
     assert digits.num_train_images == int((all_y < 10).sum())
-    # PROVENANCE: about 45.9k digits over train + test, two thirds of all images
-    assert 45_000 < digits.num_train_images + digits.num_test_images < 47_000
-    assert digits.num_clients == 396 - digits.info["writers_dropped_by_labels"]
+    # PROVENANCE: about 45.9k digits over train + test; without the training writers' own
+    # LEAF test rows (unused: see fedgs.data.writer_split) 40,158 remain
+    assert digits.num_train_images + digits.num_test_images == 40_158
+    assert digits.num_clients == 317 - digits.info["writers_dropped_by_labels"] == 308
     assert set(digits.client_ids) <= set(all62.client_ids)
 
 
@@ -78,14 +83,13 @@ def test_mnist_polarity(all62: FederatedDataset) -> None:
     assert (corners == -1.0).float().mean() > 0.95
 
 
-def test_per_client_splits(all62: FederatedDataset) -> None:
-    assert all62.test_offsets is not None
-    assert len(all62.train_offsets) == len(all62.test_offsets) == all62.num_clients + 1
-    k = all62.client_ids.index(sorted(all62.client_ids)[0])
-    x, y = all62.client_train(k)
-    tx, _ = all62.client_test(k)
-    assert x.shape == (all62.train_counts()[all62.client_ids[k]], 1, 28, 28)
-    assert len(y) == len(x) and tx.shape[1:] == (1, 28, 28)
+def test_test_set_is_the_evaluation_writers(all62: FederatedDataset) -> None:
+    assert all62.test_offsets is None and not all62.has_client_test
+    with pytest.raises(DataError, match="global"):
+        all62.client_test(0)
+    split = all62.info["writer_split"]
+    held = set(split["classifier_writer_ids"]) | set(split["reference_writer_ids"])
+    assert not held & set(all62.client_ids)
 
 
 def test_cached_reload_is_fast_and_identical(all62: FederatedDataset, cache_dir: Path) -> None:

@@ -72,7 +72,7 @@ def test_float_conversion_on_access(tmp_path: Path) -> None:
     assert x.shape == (1, 1, 28, 28) and x.dtype.is_floating_point
     assert x[0, 0, 0, 0].item() == 1.0 and x.min().item() == -1.0
     assert y.tolist() == [1]
-    assert ds.test_offsets is not None and ds.test_offsets.tolist() == [0, 0]
+    assert ds.test_offsets is None and ds.num_test_images == 0  # test set: evaluation writers
 
 
 def test_dedup_prefers_train_split_then_most_train_images(tmp_path: Path) -> None:

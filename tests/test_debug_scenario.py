@@ -8,7 +8,13 @@ import torch
 
 from fedgs.data.federated import ClientArrays
 from fedgs.debugging.bug import buggy_count, choose_buggy, invert_pixels
-from fedgs.debugging.detection import border_mean, inverted_share, looks_inverted
+from fedgs.debugging.detection import (
+    border_mean,
+    frame_profile,
+    inverted_share,
+    legibility,
+    looks_inverted,
+)
 from fedgs.debugging.report import privacy_digest, ratio_text
 from fedgs.debugging.scoring import (
     NORMAL,
@@ -191,6 +197,32 @@ def test_detection_statistic_ignores_the_centre_and_refuses_bad_shapes() -> None
         border_mean(torch.zeros(3, 28, 28))
     with pytest.raises(ValueError, match="no images"):
         inverted_share(torch.zeros(0, 1, 28, 28))
+
+
+def test_grey_and_untrained_generators_are_neither_inverted_nor_normal() -> None:
+    """With the old threshold at 0 a flat grey image scored 100% inverted and an untrained
+    generator 0% or 100% by its seed; the margin calls both undecided."""
+    from fedgs.metrics.controls import grey_sampler, untrained_sampler
+
+    labels = torch.arange(10).repeat(20)
+    grey = frame_profile(grey_sampler(labels))
+    assert grey["inverted"] == grey["normal"] == 0.0 and grey["undecided"] == 1.0
+    for seed in (0, 1, 2):
+        untrained = untrained_sampler(10, seed=seed)(labels)
+        assert inverted_share(untrained) < 0.05, seed
+    assert inverted_share(torch.full((4, 1, 28, 28), 0.4)) == 0.0  # bright-ish, not by margin
+
+
+def test_legibility_reads_characters_of_either_polarity() -> None:
+    from fedgs.metrics.classifier import train_classifier
+
+    images = torch.cat([_digit_like(40), torch.full((40, 1, 28, 28), -1.0)])
+    labels = torch.cat([torch.ones(40), torch.zeros(40)]).long()
+    model = train_classifier(images, labels, 2, epochs=3)
+    drawn = legibility(model, images[:40], labels[:40])
+    flipped = legibility(model, -images[:40], labels[:40])
+    assert drawn["as_drawn"] == drawn["polarity_normalised"] == 1.0
+    assert flipped["polarity_normalised"] == 1.0
 
 
 def test_real_images_of_the_embedded_data_are_classified_by_polarity() -> None:

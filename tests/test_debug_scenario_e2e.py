@@ -49,6 +49,9 @@ def test_scenario_runs_end_to_end_and_reports(tmp_path: Path, capsys) -> None:
     assert detection["sanity"] == {"clean": 0.0, "inverted": 1.0}
     assert detection["real_group"] == {"suspected": 1.0, "normal": 0.0}
     assert set(detection["generated"]) == {"suspected", "normal"}
+    assert set(detection["profile"]) == set(detection["legibility"]) == {"suspected", "normal"}
+    for profile in (*detection["profile"].values(), *detection["untrained"].values()):
+        assert abs(profile["inverted"] + profile["normal"] + profile["undecided"] - 1) < 1e-9
     assert (out / "samples_side_by_side.png").stat().st_size > 0
     report = (out / "REPORT.md").read_text()
     assert "| suspected |" in report and "untrusted server" in report

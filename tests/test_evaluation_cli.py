@@ -103,6 +103,16 @@ def test_evaluate_then_report_renders_in_chromium(tmp_path: Path) -> None:
     summary = json.loads((evaluation / "summary.json").read_text())
     assert [r["classifier"] for r in summary["utility"]] == ["mlp", "gaussian-nb"]
     assert summary["scores"]["num_samples"] == 200
+    quality = summary["quality"]
+    assert [r["name"] for r in quality["controls"]] == [
+        "real training writers",
+        "lookup k=1",
+        "lookup k=5",
+        "untrained generator",
+        "flat grey",
+    ]
+    assert "held-out" in quality["instrument"]["split"]["evaluation_images"]
+    assert quality["run"]["near_copy_share"] <= 1.0 and "coverage" in quality["run"]
     for name in (
         "utility.csv",
         "utility.md",
@@ -110,6 +120,8 @@ def test_evaluate_then_report_renders_in_chromium(tmp_path: Path) -> None:
         "plots/training_curves.csv",
         "plots/gradient_norms.png",
         "plots/gradient_norms.csv",
+        "plots/closest_pairs.png",
+        "quality.md",
     ):
         assert (evaluation / name).stat().st_size > 0, name
     assert main(args) == 0  # again, from the cache
@@ -119,6 +131,7 @@ def test_evaluate_then_report_renders_in_chromium(tmp_path: Path) -> None:
     assert main(["report", str(run), "--out", str(out)]) == 0
     page = out.read_text(encoding="utf-8")
     assert "Downstream utility" in page and "gradient norms" in page
+    assert "Quality (evaluation writers only" in page and "memorisation check" in page
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (.ci/run installs Debian's package)")
     images, broken = _rendered_images(out, tmp_path)

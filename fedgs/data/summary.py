@@ -49,14 +49,17 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"min {per_client['min']} / median {per_client['median']:g} / max {per_client['max']}",
     ]
     details = summary["details"]
-    if "writers" in details:
+    if "writer_split" in details:
+        split = details["writer_split"]
         lines += [
-            f"writers in source  {details['writers']} "
+            f"writers in source  {split['training_writers'] + split['evaluation_writers']} "
             f"({details['duplicate_writer_copies_skipped']} duplicate copies skipped)",
-            f"writers dropped    {details['writers_test_only']} without a train split, "
-            f"{details['writers_dropped_by_labels']} without train images in label mode "
-            f"{details['labels']}; their {details['test_images_of_non_clients']} test images "
-            "stay in the test set",
+            f"evaluation writers {split['evaluation_writers']} (never clients; all their images "
+            f"are the test set: {split['classifier_rows']} train the domain classifier, "
+            f"{split['reference_rows']} are its reference)",
+            f"training writers   {split['training_writers']}: {details['writers_test_only']} "
+            f"without a train split, {details['writers_dropped_by_labels']} without train images "
+            f"in label mode {details['labels']}, the rest are the clients",
         ]
     else:
         options = ", ".join(f"{k}={v}" for k, v in details.items())

@@ -141,8 +141,32 @@ def markdown_report(summary: dict[str, Any]) -> str:
         "## 3. Detection: share of samples that look inverted",
         "",
         f"Statistic: an image looks inverted when the mean intensity of its {detection['border']}"
-        "-pixel frame is above 0 (background is -1, ink +1). "
+        f"-pixel frame is above +{detection['margin']:g}, normal below -{detection['margin']:g}"
+        " (background is -1, ink +1; in between: undecided, e.g. a flat grey image). "
         f"{detection['samples']} samples per generator, classes balanced.",
+        "",
+        "| samples | inverted | normal | undecided | frame mean q10 / median / q90 |",
+        "| --- | ---: | ---: | ---: | --- |",
+        *(
+            f"| {g} | {_pct(p['inverted'])} | {_pct(p['normal'])} | {_pct(p['undecided'])} | "
+            f"{p['frame_mean_q10']:.2f} / {p['frame_mean_median']:.2f} / "
+            f"{p['frame_mean_q90']:.2f} |"
+            for g, p in (
+                *((f"{g} group's generator", p) for g, p in detection["profile"].items()),
+                *detection["untrained"].items(),
+            )
+        ),
+        "",
+        "Legibility: the held-out classifier's accuracy on each generator's samples w.r.t. the "
+        "requested labels, as drawn and with samples of bright frame flipped back "
+        f"(chance: {1 / data['num_classes']:.1%}):",
+        "",
+        "| group | as drawn | polarity normalised |",
+        "| --- | ---: | ---: |",
+        *(
+            f"| {g} | {_pct(v['as_drawn'])} | {_pct(v['polarity_normalised'])} |"
+            for g, v in detection["legibility"].items()
+        ),
         "",
         "| images | inverted share |",
         "| --- | ---: |",

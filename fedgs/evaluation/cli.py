@@ -36,24 +36,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "evaluate",
         help="downstream utility table, scores, figures and epsilons of a finished run",
         description=(
-            "Generates a labelled synthetic set from RUN_DIR's generator, trains the paper's "
-            "classifiers on it and tests them on the real test split (absolute and calibrated "
-            "accuracy, as in GS-WGAN's Table A1); IS, domain-classifier FID and label agreement; "
-            "Inception-v3 FID when --inception-weights is given; training curves and the "
-            "gradient-norm figure. Writes RUN_DIR/evaluation/; results are cached per "
-            "generator.pt and options."
+            "Scores RUN_DIR's generator with the evaluation instrument, next to controls (real "
+            "training-writer images, lookup tables of 1 and 5 real images per class, an "
+            "untrained generator, a flat grey image): CNN and MLP trained on --samples synthetic "
+            "images and tested on real images of evaluation writers (never clients), absolute "
+            "and calibrated by the same classifier trained on as many real training images; "
+            "precision, recall, density, coverage, per-class FID and intra-class diversity on "
+            "the evaluation writers' domain classifier; the share of near-copies of training "
+            "images. A figure means something only where it beats the 5-per-class lookup table "
+            "(marked otherwise). More --classifiers add Table A1 rows; Inception-v3 FID when "
+            "--inception-weights is given; training curves and the gradient-norm figure. "
+            "Writes RUN_DIR/evaluation/; results are cached per generator.pt and options."
         ),
     )
     evaluate.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     evaluate.add_argument(
-        "--samples", type=_positive, default=60_000, help="synthetic training set size (60000)"
+        "--samples",
+        type=_positive,
+        default=10_000,
+        help="downstream training set size (10000; 60000 = the GS-WGAN paper's setting)",
     )
     evaluate.add_argument(
         "--classifiers",
         nargs="+",
         choices=CLASSIFIER_NAMES,
         metavar="NAME",
-        help=f"subset of: {', '.join(CLASSIFIER_NAMES)} (default: all installed)",
+        help=f"Table A1 classifiers, of: {', '.join(CLASSIFIER_NAMES)} (default: cnn mlp)",
     )
     evaluate.add_argument(
         "--epochs", type=_positive, default=5, help="epochs of the MLP and CNN (5)"
@@ -68,7 +76,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--inception-samples", type=_positive, default=2000, help="images per side (2000)"
     )
     evaluate.add_argument(
-        "--score-samples", type=_positive, default=10_000, help="IS / domain FID samples (10000)"
+        "--score-samples",
+        type=_positive,
+        default=2_000,
+        help="samples for precision/recall, FID, label agreement, memorisation (2000)",
     )
     evaluate.add_argument(
         "--grad-norm-samples",
@@ -110,6 +121,7 @@ def _fail(command: str, error: Exception) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from fedgs.data.errors import DataError
     from fedgs.evaluation.evaluate import EvaluationOptions, evaluate_run
+    from fedgs.evaluation.quality_table import markdown
     from fedgs.evaluation.run_files import RunError
     from fedgs.evaluation.utility import to_markdown
 
@@ -132,14 +144,14 @@ def _evaluate(args: argparse.Namespace) -> int:
         result = evaluate_run(args.run_dir, options)
     except (RunError, DataError, ValueError, FileNotFoundError) as error:
         return _fail("evaluate", error)
-    scores = result.scores
-    print(f"\n{result.run.root}: {len(result.rows)} classifiers on {options.samples} samples")
+    scores, quality = result.scores, result.quality
+    split = quality["instrument"]["split"]
+    print(f"\n{result.run.root}: real images from {split['evaluation_images']}")
+    print(markdown([quality["run"], *quality["controls"]]))
+    print(f"Table A1: {len(result.rows)} classifiers on {options.samples} samples")
     print(to_markdown(result.rows))
-    print(
-        f"domain FID {scores['fid_domain']:.2f}, IS {scores['inception_score']:.2f}, "
-        f"label agreement {scores['label_agreement']:.3f}"
-        + (f", Inception FID {scores['fid_inception']:.2f}" if "fid_inception" in scores else "")
-    )
+    if "fid_inception" in scores:
+        print(f"Inception FID {scores['fid_inception']:.2f}")
     for figure in result.epsilons:
         epsilon = "n/a" if figure["epsilon"] is None else f"{figure['epsilon']:.4g}"
         print(

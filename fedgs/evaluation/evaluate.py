@@ -1,10 +1,12 @@
 """``fedgs evaluate``: score a finished run and write its tables and figures.
 
-Writes RUN_DIR/evaluation/: ``utility.csv`` and ``utility.md`` (the Table A1-style table),
-``summary.json`` (scores, every epsilon with its threat model, options, file list) and
-``plots/`` (PNG + CSV each). Every expensive result is cached under ``evaluation/cache`` keyed by
-the generator.pt hash and the options (real-data baselines under $FEDGS_CACHE, per dataset),
-so evaluating the same checkpoint again only redraws.
+Writes RUN_DIR/evaluation/: ``quality.md`` (the instrument's table: this run next to the
+controls, `fedgs.evaluation.instrument`), ``utility.csv`` and ``utility.md`` (the Table A1-style
+table), ``summary.json`` (every figure, the writer split, every epsilon with its threat model,
+options, file list) and ``plots/`` (PNG + CSV each, the closest sample/training pairs among
+them). Every expensive result is cached under ``evaluation/cache`` keyed by the generator.pt
+hash and the options (the controls and real-data baselines under $FEDGS_CACHE, per dataset), so
+evaluating the same checkpoint again only redraws.
 """
 
 from __future__ import annotations
@@ -23,22 +25,25 @@ from fedgs.evaluation.cache import ResultCache
 from fedgs.evaluation.classifiers import available
 from fedgs.evaluation.generator_loader import LoadedGenerator, file_sha256, load_generator
 from fedgs.evaluation.gradnorms import GradNorms, gradient_norms
+from fedgs.evaluation.instrument import DOWNSTREAM, Instrument, InstrumentOptions
 from fedgs.evaluation.names import CLASSIFIER_NAMES
 from fedgs.evaluation.privacy_figures import all_figures
+from fedgs.evaluation.quality_table import markdown
 from fedgs.evaluation.run_files import RunFiles
 from fedgs.evaluation.synthetic import synthesize
 from fedgs.evaluation.utility import UtilityRow, UtilitySetup, to_markdown, utility_table, write_csv
-from fedgs.metrics.classifier import default_cache_dir, load_or_train_classifier
-from fedgs.metrics.scores import score_generator
+from fedgs.metrics.classifier import default_cache_dir
+
+INSTRUMENT_VERSION = 1  # bump when a figure's definition changes: cached rows are then stale
 
 
 @dataclass(frozen=True)
 class EvaluationOptions:
-    samples: int = 60_000  # synthetic training set of the utility table (the paper's 60k)
-    classifiers: tuple[str, ...] = tuple(n for n in CLASSIFIER_NAMES if available(n))
+    samples: int = 10_000  # downstream training set (60,000 = the GS-WGAN paper's setting)
+    classifiers: tuple[str, ...] = DOWNSTREAM  # more of CLASSIFIER_NAMES add Table A1 rows
     epochs: int = 5  # of the torch MLP and CNN
     seed: int = 0
-    score_samples: int = 10_000  # IS / domain FID / label agreement sample count (capped)
+    score_samples: int = 2_000  # PRDC / FID / label agreement / memorisation samples
     inception_weights: Path | None = None
     inception_samples: int = 2_000
     grad_norm_samples: int = 1_024  # 0 = no gradient-norm figure
@@ -65,12 +70,14 @@ class EvaluationResult:
     rows: list[UtilityRow]
     scores: dict[str, Any]
     epsilons: list[dict[str, Any]]
+    quality: dict[str, Any]  # the instrument's rows: {"run", "controls", "instrument"}
     files: dict[str, Path] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         return {
             "run": str(self.run.root),
             "scores": self.scores,
+            "quality": self.quality,
             "utility": [r.to_dict() for r in self.rows],
             "epsilons": self.epsilons,
             "files": {k: str(v.relative_to(self.run.root)) for k, v in self.files.items()},
@@ -112,20 +119,42 @@ class _Evaluation:
             self.cache.put(key, value)
         return value
 
-    def domain_scores(self) -> dict[str, float]:
-        count = min(self.options.score_samples, self.options.samples, self.test[0].shape[0])
+    @cached_property
+    def instrument(self) -> Instrument:
+        o = self.options
+        options = InstrumentOptions(o.samples, o.score_samples, o.epochs, o.seed)
+        return Instrument(self.dataset, options)
 
-        def compute() -> dict[str, float]:
-            classifier = load_or_train_classifier(
-                self.dataset.fingerprint, *self.train, self.dataset.num_classes
-            )
-            images, labels = self.synthetic
-            scores = score_generator(
-                classifier, images[:count], labels[:count], self.test[0][:count]
-            )
-            return scores.to_dict()
+    def quality(self, figures: Path) -> dict[str, Any]:
+        """The run's instrument row, the controls' rows and the instrument's record.
 
-        return self._cached("domain-scores", {"count": count}, compute)
+        The run's row is cached per generator; the controls and the record per dataset (they
+        do not depend on the run), so a second run on the same data only scores itself.
+        """
+        o = self.options
+        settings = {"samples": o.samples, "feature_samples": o.score_samples, "epochs": o.epochs}
+
+        def run_row() -> dict[str, Any]:
+            score = self.instrument.score("this run", lambda y: self.generator.sample(y, o.seed))
+            plots.closest_pairs(score.closest, figures / "closest_pairs")
+            return score.row
+
+        row = self._cached("quality", settings | {"version": INSTRUMENT_VERSION}, run_row)
+        baselines = ResultCache(default_cache_dir() / "evaluation-baselines")
+        key = settings | {
+            "what": "controls",
+            "dataset": self.dataset.fingerprint,
+            "seed": o.seed,
+            "version": INSTRUMENT_VERSION,
+        }
+        shared = baselines.get(key)
+        if shared is None:
+            shared = {
+                "controls": [c.row for c in self.instrument.controls()],
+                "instrument": self.instrument.record(),
+            }
+            baselines.put(key, shared)
+        return {"run": row, **shared}
 
     def inception_fid(self) -> dict[str, float | int]:
         from fedgs.evaluation.inception import inception_fid, load_inception
@@ -142,8 +171,15 @@ class _Evaluation:
             "inception-fid", {"weights": file_sha256(weights), "count": count}, compute
         )
 
-    def utility(self) -> list[UtilityRow]:
+    def utility(self, quality: dict[str, Any]) -> list[UtilityRow]:
+        """Table A1: CNN and MLP from the instrument, other classifiers trained here."""
         o = self.options
+        real = quality["instrument"]["real"]
+        count = min(o.samples, int(self.train[1].shape[0]))
+        downstream = {
+            c: UtilityRow(c, quality["run"][f"{c}_accuracy"], real[c], o.samples, count)
+            for c in DOWNSTREAM
+        }
         setup = UtilitySetup(
             num_classes=self.dataset.num_classes,
             samples=o.samples,
@@ -153,8 +189,8 @@ class _Evaluation:
             dataset_fingerprint=self.dataset.fingerprint,
         )
         baselines = ResultCache(default_cache_dir() / "evaluation-baselines")
-        return utility_table(
-            list(o.classifiers),
+        others = utility_table(
+            [c for c in o.classifiers if c not in downstream],
             setup,
             lambda: self.synthetic,
             self.train,
@@ -162,6 +198,8 @@ class _Evaluation:
             self.cache,
             baselines,
         )
+        trained = {r.classifier: r for r in others} | downstream
+        return [trained[c] for c in o.classifiers]
 
     def gradient_norms(self) -> GradNorms | None:
         o = self.options
@@ -195,19 +233,25 @@ def evaluate_run(run_dir: str | Path, options: EvaluationOptions) -> EvaluationR
         "generator_sha256": evaluation.generator.sha256,
         "strategy": evaluation.generator.strategy,
     }
-    scores |= evaluation.domain_scores()
-    if options.inception_weights is not None:
-        scores |= evaluation.inception_fid()
-    rows = evaluation.utility()
     out = run.evaluation_dir
     figures = out / "plots"
     figures.mkdir(parents=True, exist_ok=True)
-    result = EvaluationResult(run, rows, scores, [f.to_dict() for f in all_figures(run)])
+    quality = evaluation.quality(figures)
+    scores |= {k: v for k, v in quality["run"].items() if not isinstance(v, list) and k != "name"}
+    scores["num_samples"] = options.score_samples
+    if options.inception_weights is not None:
+        scores |= evaluation.inception_fid()
+    rows = evaluation.utility(quality)
+    result = EvaluationResult(run, rows, scores, [f.to_dict() for f in all_figures(run)], quality)
+    (out / "quality.md").write_text(markdown([quality["run"], *quality["controls"]]))
+    result.files["quality_md"] = out / "quality.md"
     write_csv(rows, out / "utility.csv")
     (out / "utility.md").write_text(to_markdown(rows))
     result.files |= {"utility_csv": out / "utility.csv", "utility_md": out / "utility.md"}
     if curves := plots.training_curves(run, figures / "training_curves"):
         result.files["training_curves"] = curves
+    if (figures / "closest_pairs.png").exists():
+        result.files["closest_pairs"] = figures / "closest_pairs.png"
     if norms := evaluation.gradient_norms():
         result.files["gradient_norms"] = plots.gradient_norms(norms, figures / "gradient_norms")
     summary = result.summary() | {"options": _jsonable(asdict(options))}

@@ -3,7 +3,8 @@
 - training curves of one run: domain FID, IS, label agreement, every epsilon column, and the
   logged gradient statistics when the runner recorded them;
 - privacy-utility across runs: FID and downstream accuracy against the run's epsilon;
-- gradient norms before and after clipping (Figure A1; see ``gradnorms`` for what is measured).
+- gradient norms before and after clipping (Figure A1; see ``gradnorms`` for what is measured);
+- the memorisation check's closest sample / training-image pairs.
 """
 
 from __future__ import annotations
@@ -148,4 +149,24 @@ def gradient_norms(norms: GradNorms, stem: Path) -> Path:
         f"{norms.warm_start_steps} steps on one client ({norms.client_images} images)",
         fontsize=9,
     )
+    return _save(fig, stem.with_suffix(".png"))
+
+
+def closest_pairs(pairs: Sequence[tuple[object, object, float]], stem: Path) -> Path | None:
+    """``stem``.png (top: the samples closest to a training image; bottom: that training image)
+    and ``stem``.csv (their pixel distances); None when there are no pairs."""
+    if not pairs:
+        return None
+    fig, axes = plt.subplots(2, len(pairs), figsize=(1.1 * len(pairs), 2.5), squeeze=False)
+    for column, (sample, training, distance) in enumerate(pairs):
+        for row, image in enumerate((sample, training)):
+            axis = axes[row][column]
+            axis.imshow(image.reshape(28, 28).numpy(), cmap="gray", vmin=-1.0, vmax=1.0)
+            axis.set_xticks([])
+            axis.set_yticks([])
+        axes[0][column].set_title(f"{distance:.2f}", fontsize=8)
+    axes[0][0].set_ylabel("sample", fontsize=8)
+    axes[1][0].set_ylabel("nearest\ntraining", fontsize=8)
+    distances = [(i, d) for i, (*_, d) in enumerate(pairs)]
+    _write_csv(stem.with_suffix(".csv"), ("pair", "pixel_distance"), distances)
     return _save(fig, stem.with_suffix(".png"))

@@ -1,9 +1,9 @@
 """``fedgs report``: one self-contained HTML page for one run or a comparison of runs.
 
 Everything is inside the page (images as data URIs, inline CSS), so it can be mailed or archived.
-The figures it draws are also written next to it (FILE_files/, PNG + CSV). Utility tables and
-evaluation scores appear when ``fedgs evaluate`` has been run on the run; the rest comes from the
-run directory itself.
+The figures it draws are also written next to it (FILE_files/, PNG + CSV). The instrument's
+quality table (with its controls), utility tables and the memorisation figure appear when
+``fedgs evaluate`` has been run on the run; the rest comes from the run directory itself.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 
 from fedgs.evaluation import plots
 from fedgs.evaluation.privacy_figures import EpsilonFigure, all_figures, headline
+from fedgs.evaluation.quality_table import LEGEND, NOT_BEATING, header, rows_text
 from fedgs.evaluation.run_files import RunFiles
 
 MAX_GRIDS = 4
@@ -102,6 +103,40 @@ def _privacy_section(figures: Sequence[EpsilonFigure]) -> str:
     )
 
 
+def _quality_section(quality: dict[str, Any], run: RunFiles) -> str:
+    """The instrument's table (this run and the controls), its real-data record and the
+    memorisation figure."""
+    rows = [quality["run"], *quality["controls"]]
+    record = quality["instrument"]
+    parts = [
+        "<h3>Quality (evaluation writers only; controls in the same table)</h3>",
+        _table(header(), rows_text(rows)),
+        f'<p class="note">{_e(LEGEND)} A figure marked {_e(NOT_BEATING)} means nothing for '
+        "this run; only figures that beat the lookup table do.</p>",
+        "<h4>Where the real images came from</h4>",
+        _table(("item", "value"), record["split"].items()),
+        _table(
+            ("downstream classifier", "trained on real training-writer images"),
+            record["real"].items(),
+        ),
+    ]
+    parts.append(
+        _evaluation_figure(
+            run,
+            "closest_pairs",
+            "memorisation check: the samples closest to a training image (top) and that "
+            "training image (bottom), pixel distance above",
+        )
+    )
+    return "\n".join(parts)
+
+
+def _evaluation_figure(run: RunFiles, name: str, caption: str) -> str:
+    """A figure ``fedgs evaluate`` wrote, embedded; empty when it was not written."""
+    path = run.evaluation_dir / "plots" / f"{name}.png"
+    return _img(path, caption) if path.exists() else ""
+
+
 def _grids(run: RunFiles) -> str:
     grids = run.samples()
     if not grids:
@@ -125,6 +160,8 @@ def _run_section(run: RunFiles, label: str, figures: Sequence[EpsilonFigure], as
     scores = _scores(run, evaluation)
     if scores:
         parts.append("<h3>Scores</h3>" + _table(("score", "value"), scores.items()))
+    if evaluation and "quality" in evaluation:
+        parts.append(_quality_section(evaluation["quality"], run))
     if evaluation:
         parts.append(
             "<h3>Downstream utility (train on synthetic, test on real; Table A1 style)</h3>"
@@ -151,15 +188,14 @@ def _run_section(run: RunFiles, label: str, figures: Sequence[EpsilonFigure], as
     parts.append("<h3>Figures</h3>")
     if curves := plots.training_curves(run, assets / f"{label}_training_curves"):
         parts.append(_img(curves, "training curves (from metrics.csv)"))
-    norms = run.evaluation_dir / "plots" / "gradient_norms.png"
-    if norms.exists():
-        parts.append(
-            _img(
-                norms,
-                "gradient norms before/after clipping: final generator vs a freshly "
-                "warm-started critic (fedgs evaluate)",
-            )
+    parts.append(
+        _evaluation_figure(
+            run,
+            "gradient_norms",
+            "gradient norms before/after clipping: final generator vs a freshly "
+            "warm-started critic (fedgs evaluate)",
         )
+    )
     parts.append(
         "<h3>Configuration</h3>"
         + _table(
@@ -196,11 +232,13 @@ def _comparison(
                 epsilon,
                 guarantee.describe() if guarantee else "none",
                 paper,
+                scores.get("cnn_calibrated"),
+                scores.get("mlp_calibrated"),
+                scores.get("recall"),
+                scores.get("coverage"),
+                scores.get("near_copy_share"),
                 scores.get("fid_domain"),
-                scores.get("inception_score"),
                 scores.get("label_agreement"),
-                mlp,
-                cnn,
             )
         )
         points.append(
@@ -230,11 +268,13 @@ def _comparison(
                 "epsilon",
                 "threat model, accountant, delta, neighbouring",
                 "paper-compatible epsilon",
+                "CNN calibrated",
+                "MLP calibrated",
+                "recall",
+                "coverage",
+                "near-copy share",
                 "domain FID",
-                "IS",
                 "label agreement",
-                "MLP acc.",
-                "CNN acc.",
             ),
             rows,
         ),

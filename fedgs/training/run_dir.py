@@ -179,7 +179,7 @@ def summarize(run_dir: Path) -> str:
         if untrained.get("classifier_test_accuracy") is not None:
             lines.append(
                 "  domain classifier (FID, IS, label agreement): accuracy "
-                f"{untrained['classifier_test_accuracy']:.3f} on real test images"
+                f"{untrained['classifier_test_accuracy']:.3f} on real evaluation-writer images"
             )
     if scored:
         last = scored[-1]

@@ -1,0 +1,139 @@
+"""The evaluation instrument: every quality figure of one sampler, on evaluation writers only.
+
+One `Instrument` per dataset holds what all scores share: the domain classifier (trained on the
+classifier half of the evaluation images), the real reference (the other half), the downstream
+test set (all evaluation images), the clients' training images (for the real baseline, the
+controls and the memorisation check) and the real-data baselines. `Instrument.score` turns any
+``labels -> images`` sampler (a run's generator or a control) into one row:
+
+- downstream utility (primary): CNN and MLP trained on ``samples`` synthetic images, tested on
+  the evaluation writers' real images, absolute and divided by the same classifier trained on as
+  many real training-writer images (calibrated);
+- precision, recall, density, coverage (overall and per class), per-class and overall FID,
+  intra-class diversity, label agreement, on the domain classifier's features;
+- the memorisation check (`fedgs.metrics.memorisation`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tqdm.auto import tqdm
+
+from fedgs.evaluation.synthetic import balanced_labels
+from fedgs.evaluation.utility import accuracy_of, real_subset
+from fedgs.metrics.classifier import accuracy, predict_in_batches
+from fedgs.metrics.controls import Sampler, controls
+from fedgs.metrics.evaluator import evaluation_classifier, evaluation_halves, split_record
+from fedgs.metrics.fidelity import feature_scores
+from fedgs.metrics.memorisation import Memorisation, memorisation, nearest
+from fedgs.metrics.scores import frechet_distance, label_agreement
+
+if TYPE_CHECKING:
+    from fedgs.data import FederatedDataset
+
+DOWNSTREAM = ("cnn", "mlp")
+
+
+@dataclass(frozen=True)
+class InstrumentOptions:
+    samples: int = 10_000  # downstream training set (60,000 = the GS-WGAN paper's setting)
+    feature_samples: int = 2_000  # for PRDC, FID, label agreement and memorisation
+    epochs: int = 5  # of the downstream CNN and MLP
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("samples", "feature_samples", "epochs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name.replace('_', '-')} must be >= 1")
+
+
+@dataclass
+class Score:
+    """One sampler's row and its closest sample/training-image pairs (for the figure)."""
+
+    name: str
+    row: dict[str, Any]
+    closest: list[tuple[torch.Tensor, torch.Tensor, float]] = field(default_factory=list)
+
+
+class Instrument:
+    """Everything the scores of one dataset share; see the module docstring."""
+
+    def __init__(
+        self,
+        dataset: FederatedDataset,
+        options: InstrumentOptions | None = None,
+        cache_dir: Path | None = None,
+    ) -> None:
+        self.dataset = dataset
+        self.options = options or InstrumentOptions()
+        self.num_classes = dataset.num_classes
+        self.classifier = evaluation_classifier(dataset, cache_dir)
+        _, self.reference = evaluation_halves(dataset)
+        self.test = dataset.test_arrays()
+        self.training = dataset.train_arrays()
+        self.split = split_record(dataset) | {
+            "classifier_test_accuracy": accuracy(self.classifier, *self.reference)
+        }
+        _, self.reference_features = predict_in_batches(self.classifier, self.reference[0])
+
+    @cached_property
+    def real_accuracy(self) -> dict[str, float]:
+        """Each downstream classifier trained on ``samples`` real training-writer images."""
+        o = self.options
+        real = real_subset(self.training, o.samples, o.seed)
+        return {
+            name: accuracy_of(name, real, self.test, self.num_classes, o.epochs, o.seed)["accuracy"]
+            for name in DOWNSTREAM
+        }
+
+    @cached_property
+    def heldout(self) -> torch.Tensor:
+        """Held-out real images of the memorisation check (reference half, evaluation writers)."""
+        return self.reference[0][: self.options.feature_samples]
+
+    @cached_property
+    def heldout_distances(self) -> Any:
+        distances, _ = nearest(self.heldout, self.training[0])
+        return distances
+
+    def score(self, name: str, sample: Sampler) -> Score:
+        """All figures of ``sample(labels) -> images`` (images in [-1, 1])."""
+        o = self.options
+        labels = balanced_labels(max(o.samples, o.feature_samples), self.num_classes)
+        images = sample(labels).float().clamp(-1.0, 1.0)
+        row: dict[str, Any] = {"name": name}
+        for classifier in DOWNSTREAM:
+            train = (images[: o.samples], labels[: o.samples])
+            result = accuracy_of(classifier, train, self.test, self.num_classes, o.epochs, o.seed)
+            row[f"{classifier}_accuracy"] = result["accuracy"]
+            row[f"{classifier}_calibrated"] = result["accuracy"] / self.real_accuracy[classifier]
+        few, few_labels = images[: o.feature_samples], labels[: o.feature_samples]
+        probs, features = predict_in_batches(self.classifier, few)
+        row["label_agreement"] = label_agreement(probs, few_labels, few)
+        row["fid_domain"] = frechet_distance(features, self.reference_features)
+        row |= feature_scores(
+            features, few_labels, self.reference_features, self.reference[1], self.num_classes
+        )
+        copies = memorisation(few, self.training[0], self.heldout, self.heldout_distances)
+        row |= copies.to_dict()
+        return Score(name, row, self._pairs(few, copies))
+
+    def _pairs(
+        self, samples: torch.Tensor, copies: Memorisation
+    ) -> list[tuple[torch.Tensor, torch.Tensor, float]]:
+        return [(samples[i], self.training[0][j], d) for i, j, d in copies.closest]
+
+    def controls(self) -> list[Score]:
+        """The control rows (`fedgs.metrics.controls`), scored like a run."""
+        named = controls(self.training, self.num_classes)
+        return [self.score(n, s) for n, s in tqdm(named.items(), desc="controls", unit="control")]
+
+    def record(self) -> dict[str, Any]:
+        """The instrument's settings, for a run's summary and report."""
+        return {"options": asdict(self.options), "split": self.split, "real": self.real_accuracy}
