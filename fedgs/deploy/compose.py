@@ -86,13 +86,20 @@ def _healthcheck(host: str, port: int) -> dict[str, Any]:
     }
 
 
+def private_alias(partition_id: int) -> str:
+    """SuperNode ``partition_id``'s name on its private network only: the address its runtime
+    API binds (the service name would resolve to its address on the shared network)."""
+    return f"{topology.node_name(partition_id)}-private"
+
+
 def _node_services(partition_id: int, nodes: int) -> dict[str, Any]:
     name = topology.node_name(partition_id)
     network = f"{name}-net"
+    private = private_alias(partition_id)
     secret = f"{NODE}/superexec.secret"
     supernode = topology.supernode_args(
         superlink=f"superlink:{PORT}",
-        host=name,  # its address on its own private network, not 0.0.0.0
+        host=private,  # its address on its own private network, not 0.0.0.0
         port=NODE_PORT,
         security=topology.Security(),
         ca_cert=TLS.ca_cert,
@@ -101,7 +108,7 @@ def _node_services(partition_id: int, nodes: int) -> dict[str, Any]:
         superexec_secret=secret,
     )
     executor = topology.superexec_args(
-        runtime_api=f"{name}:{NODE_PORT}",
+        runtime_api=f"{private}:{NODE_PORT}",
         ca_cert=None,
         superexec_secret=secret,
         python="python",
@@ -121,9 +128,9 @@ def _node_services(partition_id: int, nodes: int) -> dict[str, Any]:
                 f"{HOST_KEYS}/{name}.key:{KEYS}/{name}.key:ro",
                 node_files,
             ],
-            "networks": ["link", network],
+            "networks": {"link": {}, network: {"aliases": [private]}},
             "depends_on": {"register": {"condition": "service_completed_successfully"}},
-            "healthcheck": _healthcheck(name, NODE_PORT),
+            "healthcheck": _healthcheck(private, NODE_PORT),
             "restart": "on-failure",
         },
         topology.executor_name(partition_id): {
