@@ -97,3 +97,18 @@ def test_node_runs_only_the_apps_its_holder_allowed(
     assert allowed.ok, allowed
     (seen,) = _stolen(tmp_path / "allowed")
     assert seen["node-config"]["partition-id"] == "0"
+
+
+def test_register_succeeds_on_keys_the_superlink_knows(
+    deployment: LocalDeployment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What compose's `register` service runs on every `up`, with a relative CA path."""
+    monkeypatch.chdir(deployment.out)
+    done = subprocess.run(
+        ["fedgs", "deploy", "register", "--superlink", deployment.private_address,
+         "--root-certificates", str(deployment.tls.ca_cert.relative_to(deployment.out)),
+         str(deployment.keys(0).public)],
+        capture_output=True, text=True, env=deployment.env(), timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "registered before" in done.stdout
