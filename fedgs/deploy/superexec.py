@@ -75,6 +75,8 @@ class ForkingExecutor(SubprocessExecutor):
 
     def reconcile(self) -> None:
         """Reap finished ClientApp processes (called by the loop before each poll)."""
+        if not self.fork:
+            return super().reconcile()
         while True:
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
