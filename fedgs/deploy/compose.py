@@ -75,14 +75,16 @@ def _build() -> dict[str, Any]:
 
 def _healthcheck(host: str, port: int) -> dict[str, Any]:
     """Healthy once ``host:port`` accepts connections: what services depending on it wait for
-    (the first key registration no longer races the SuperLink's start)."""
+    (the first key registration no longer races the SuperLink's start). Patient: after a
+    `down` that left a node marked online, the SuperLink refuses that node until its heartbeat
+    expires (~60-90 s) and the node restarts until then; a loaded host starts Python slowly."""
     probe = f"import socket; socket.create_connection(('{host}', {port}), 2).close()"
     return {
         "test": ["CMD", "python", "-c", probe],
-        "interval": "2s",
-        "timeout": "5s",
+        "interval": "5s",
+        "timeout": "20s",
         "retries": 60,
-        "start_period": "5s",
+        "start_period": "10s",
     }
 
 
