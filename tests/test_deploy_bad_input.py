@@ -37,6 +37,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalDeploy
 
 def _run(deployment: LocalDeployment, components: Components, run_dir: Path, **config) -> None:
     app = write_app(run_dir.with_name(run_dir.name + "-app"), components, modules=[APPS])
+    deployment.allow_app(app)  # the nodes run only listed apps; these test apps are listed
     result = deployment.run(BASE | {"run-dir": str(run_dir)} | config, app=app)
     assert result.ok, result
 

@@ -1,9 +1,10 @@
 """docker-compose.yml and `fedgs deploy local` run the same processes with the same flags.
 
-No Docker engine runs here, so the compose file is checked as data: it is the rendering of
-fedgs.deploy.topology, every container's command line matches the launcher's once addresses and
-file locations are set aside, TLS and node authentication are on, and each data holder mounts
-only its own key, state and data.
+The compose file is checked as data here (tests/test_deploy_compose_up.py runs it): it is the
+rendering of fedgs.deploy.topology, every container's command line matches the launcher's once
+addresses and file locations are set aside, TLS and node authentication are on, the Control API
+is on a network no SuperNode joins, and each data holder mounts only its own key, state, data,
+secret and allowlist.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 import yaml
 
 from fedgs.deploy import compose, topology
+from fedgs.deploy.app_bundle import fab_hash, read_allowlist
 from fedgs.deploy.launcher import LocalDeployment, LocalOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,9 +39,13 @@ def _argv(service: dict) -> list[str]:
 
 def _skeleton(argv: list[str]) -> list[str]:
     """The command line with addresses, ports and folders set aside: what must agree."""
+    if argv[:3] == ["python", "-m", "fedgs.deploy.supernode"]:  # runs flower-supernode, patient
+        argv = ["flower-supernode", *argv[3:]]
     out = ["python" if argv[0] in ("python", sys.executable) else argv[0]]
     for previous, token in zip(argv, argv[1:], strict=False):
-        if previous in ("--host", "--port") or ADDRESS.match(token):
+        if previous in ("--host", "--port", "--private-host", "--private-port") or ADDRESS.match(
+            token
+        ):
             token = "<address>"
         elif previous == "--node-config":
             token = re.sub(r'state-dir="[^"]*"', 'state-dir="<state>"', token)
@@ -100,30 +106,61 @@ def test_each_data_holder_mounts_only_its_own_key_state_and_data(document: dict)
     for i in range(2):
         name = topology.node_name(i)
         node, executor = services[name], services[topology.executor_name(i)]
+        own = f"./deploy/nodes/{name}:/app/node:ro"  # its secret and its allowlist
         assert node["volumes"] == [
             "./deploy/certificates/ca.crt:/app/certificates/ca.crt:ro",
             f"./deploy/keys/{name}.key:/app/keys/{name}.key:ro",
+            own,
         ]
         assert executor["volumes"] == [
             f"{name}-state:/app/state",
             f"./deploy/data/{name}:/app/data:ro",
+            own,
         ]
         assert node["depends_on"]["register"]["condition"] == "service_completed_successfully"
-        assert executor["networks"] == [f"{name}-net"] and f"{name}-net" in node["networks"]
+        assert executor["depends_on"][name]["condition"] == "service_healthy"
+        private = compose.private_alias(i)
+        assert executor["networks"] == [f"{name}-net"]
+        assert node["networks"][f"{name}-net"] == {"aliases": [private]}
         assert document["networks"][f"{name}-net"] == {"internal": True}
-        mounted += executor["volumes"]
+        # the node's ClientApp API listens on its private network's address, not 0.0.0.0
+        assert node["command"][node["command"].index("--host") + 1] == private
+        assert executor["command"][executor["command"].index("--runtime-api-address") + 1] == (
+            f"{private}:{compose.NODE_PORT}"
+        )
+        assert "--allowed-fabs=/app/node/allowed-fabs.txt" in executor["command"]
+        mounted += executor["volumes"][:2]
     assert len(set(mounted)) == len(mounted)
     assert {"superlink-state", "runs", "supernode-0-state", "supernode-1-state"} == set(
         document["volumes"]
     )
 
 
-def test_only_the_superlink_publishes_a_port_on_loopback(document: dict) -> None:
+def test_only_the_superlink_publishes_ports_on_loopback(document: dict) -> None:
     services = document["services"]
     published = {name: s["ports"] for name, s in services.items() if "ports" in s}
     command = services["superlink"]["command"]
-    port = command[command.index("--port") + 1]
-    assert published == {"superlink": [f"127.0.0.1:{port}:{port}"]}
+    port, private = (command[command.index(flag) + 1] for flag in ("--port", "--private-port"))
+    assert published == {
+        "superlink": [f"127.0.0.1:{port}:{port}", f"127.0.0.1:{private}:{private}"]
+    }
+
+
+def test_control_api_is_on_a_network_no_supernode_joins(document: dict) -> None:
+    services = document["services"]
+    command = services["superlink"]["command"]
+    private_host = command[command.index("--private-host") + 1]
+    assert services["superlink"]["networks"]["control"] == {"aliases": [private_host]}
+    on_control = {name for name, s in services.items() if "control" in s["networks"]}
+    assert on_control == {"superlink", "serverapp", "register"}
+    assert services["serverapp"]["command"][1] == f"{private_host}:{compose.PRIVATE_PORT}"
+    assert services["superlink"]["healthcheck"]["test"][0] == "CMD"
+    for name in ("serverapp", "register"):
+        assert services[name]["depends_on"]["superlink"]["condition"] == "service_healthy"
+
+
+def test_no_top_level_name_for_compose_1_29(document: dict) -> None:
+    assert set(document) == {"services", "networks", "volumes"}
 
 
 def test_more_nodes_are_one_command_away() -> None:
@@ -148,12 +185,28 @@ def test_the_image_installs_every_source_folder_of_the_package() -> None:
 def test_init_writes_what_compose_mounts(tmp_path: Path) -> None:
     written = compose.prepare_host(tmp_path, 2)
     assert [p.name for p in written] == ["ca.crt", "supernode-0.pub", "supernode-1.pub"]
-    for mount in ("certificates/server.key", "keys/supernode-1.key", "data/supernode-1"):
-        assert (tmp_path / mount).exists()
-    before = (tmp_path / "keys" / "supernode-0.key").read_bytes()
-    compose.prepare_host(tmp_path, 3)  # adding a node keeps the keys already registered
-    assert (tmp_path / "keys" / "supernode-0.key").read_bytes() == before
+    for mount in (
+        "certificates/server.key",
+        "keys/supernode-1.key",
+        "data/supernode-1",
+        "secrets/superlink.secret",
+        "nodes/supernode-1/superexec.secret",
+        "nodes/supernode-1/allowed-fabs.txt",
+        "ca/ca.key",
+    ):
+        assert (tmp_path / mount).exists(), mount
+    assert not (tmp_path / "certificates" / "ca.key").exists()  # the mounted folder lacks it
+    allowlist = tmp_path / "nodes" / "supernode-0" / "allowed-fabs.txt"
+    assert read_allowlist(allowlist) == {fab_hash(tmp_path / "app")}
+    allowlist.write_text(allowlist.read_text() + "ab" * 32 + "  # the holder's own entry\n")
+    kept = {
+        path: (tmp_path / path).read_bytes()
+        for path in ("keys/supernode-0.key", "certificates/ca.crt", "secrets/superlink.secret")
+    }
+    compose.prepare_host(tmp_path, 3)  # again, one node more: what exists is kept
+    assert {path: (tmp_path / path).read_bytes() for path in kept} == kept
+    assert read_allowlist(allowlist) == {fab_hash(tmp_path / "app"), "ab" * 32}
     config = tomllib.loads((tmp_path / "flwr-home" / "config.toml").read_text())
-    assert config["superlink"]["fedgs"]["address"] == f"127.0.0.1:{compose.PORT}"
+    assert config["superlink"]["fedgs"]["address"] == f"127.0.0.1:{compose.PRIVATE_PORT}"
     app = tomllib.loads((tmp_path / "app" / "pyproject.toml").read_text())
     assert app["tool"]["flwr"]["app"]["components"]["clientapp"] == "fedgs.client.app:app"

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from deploy_support import SMALL, live_processes_of, rows, wait_for
 
+from fedgs.deploy.launcher import LocalDeployment, LocalOptions
+
 pytestmark = pytest.mark.slow
 
 
@@ -79,3 +81,13 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
         if launcher.poll() is None:
             launcher.kill()
     wait_for(lambda: not live_processes_of(out), "every process to exit", timeout=30)
+
+
+def test_a_second_deployment_in_the_same_directory_starts(tmp_path: Path) -> None:
+    """Same certificates, keys and SuperLink database: the keys are known already and the
+    nodes were left online in the database only as long as a clean stop lets them be."""
+    out = tmp_path / "deployment"
+    for _ in range(2):
+        with LocalDeployment(out, LocalOptions(nodes=1)) as deployment:
+            assert len(deployment.wait_for_nodes(1)) == 1
+    assert live_processes_of(out) == []

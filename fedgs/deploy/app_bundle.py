@@ -5,10 +5,14 @@ RunConfig, so every key ``--run-config`` may set exists): the code itself is the
 package, on every machine that runs a component. Shipping the repository instead would put its
 ``fedgs/`` folder in front of the installed package (Flower prepends the app directory to
 ``sys.path``), and the FAB would carry tests and benchmarks.
+
+A FAB is a zip with fixed timestamps, so the same app directory always hashes the same:
+:func:`fab_hash` is what a data holder's SuperNode allowlists (fedgs.deploy.superexec).
 """
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -70,3 +74,28 @@ def write_app(
     }
     (folder / "pyproject.toml").write_text(tomli_w.dumps(document))
     return folder
+
+
+def fab_hash(folder: Path) -> str:
+    """The sha256 of the FAB ``flwr run`` builds from ``folder``: the run's ``fab_hash``."""
+    from flwr.cli.build import build_fab_from_disk
+
+    return hashlib.sha256(build_fab_from_disk(folder)).hexdigest()
+
+
+def read_allowlist(path: Path) -> frozenset[str]:
+    """FAB hashes listed in ``path``: one per line, ``#`` starts a comment."""
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return frozenset(line.lower() for line in lines if line)
+
+
+def write_allowlist(path: Path, hashes: Mapping[str, str]) -> Path:
+    """A node's allowlist: ``hashes`` maps FAB sha256 to a note saying what app it is. Hashes
+    already listed are kept (a data holder's own additions survive a re-run of init)."""
+    listed = read_allowlist(path) if path.exists() else frozenset()
+    lines = [] if path.exists() else ["# FABs (sha256) whose ClientApps this node runs; one a line"]
+    lines += [f"{digest}  # {note}" for digest, note in hashes.items() if digest not in listed]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        handle.writelines(line + "\n" for line in lines)
+    return path

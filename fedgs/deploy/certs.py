@@ -1,8 +1,11 @@
 """TLS certificates and SuperNode authentication keys for a deployment, made with ``cryptography``.
 
 One self-signed CA signs one server certificate whose subject alternative names cover every
-address a Flower component dials: 127.0.0.1/localhost for the process launcher and the compose
-service names. Each SuperNode gets its own EC P-384 key pair in OpenSSH format, the format
+address a Flower component dials: 127.0.0.1/localhost for the process launcher, the compose
+service names, and the host names or addresses data holders on other machines dial (``--san``).
+The CA's private key is kept in its own file (mode 0600, never mounted into a container): with
+it the server certificate is re-issued for new names while every data holder keeps its
+``ca.crt``. Each SuperNode gets its own EC P-384 key pair in OpenSSH format, the format
 ``flower-supernode --auth-supernode-private-key`` reads and ``flwr supernode register`` accepts.
 Private keys are written with mode 0600.
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 VALID_DAYS = 365
-DEFAULT_HOSTS = ("127.0.0.1", "localhost", "superlink")
+DEFAULT_HOSTS = ("127.0.0.1", "localhost", "superlink", "superlink-control")
 
 
 @dataclass(frozen=True)
@@ -75,12 +79,14 @@ def _subject_names(hosts: Iterable[str]) -> list[x509.GeneralName]:
     return names
 
 
-def generate_tls(folder: Path, hosts: Iterable[str] = DEFAULT_HOSTS) -> TlsFiles:
-    """A fresh CA and a server certificate valid for ``hosts`` (IP addresses or DNS names)."""
-    files = TlsFiles.under(folder)
+def _name(common_name: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _generate_ca(cert_path: Path, key_path: Path) -> None:
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP384R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fedgs deployment CA")])
+    ca_name = _name("fedgs deployment CA")
     ca_cert = (
         x509.CertificateBuilder()
         .subject_name(ca_name)
@@ -106,11 +112,21 @@ def generate_tls(folder: Path, hosts: Iterable[str] = DEFAULT_HOSTS) -> TlsFiles
         )
         .sign(ca_key, hashes.SHA256())
     )
+    _write_private(key_path, _pem_key(ca_key))
+    cert_path.parent.mkdir(parents=True, exist_ok=True)
+    cert_path.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _issue_server_cert(files: TlsFiles, ca_key_path: Path, hosts: Iterable[str]) -> None:
+    now = dt.datetime.now(dt.UTC)
+    ca_cert = x509.load_pem_x509_certificate(files.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), password=None)
+    assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
     server_key = ec.generate_private_key(ec.SECP384R1())
     server_cert = (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fedgs superlink")]))
-        .issuer_name(ca_name)
+        .subject_name(_name("fedgs superlink"))
+        .issuer_name(ca_cert.subject)
         .public_key(server_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=5))
@@ -122,11 +138,60 @@ def generate_tls(folder: Path, hosts: Iterable[str] = DEFAULT_HOSTS) -> TlsFiles
         )
         .sign(ca_key, hashes.SHA256())
     )
-    folder.mkdir(parents=True, exist_ok=True)
-    files.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    files.server_cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
     _write_private(files.server_key, _pem_key(server_key))
+    files.server_cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
+
+
+def server_names(cert_path: Path) -> set[str]:
+    """The host names and addresses a server certificate is valid for."""
+    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    return {str(n.value) for n in names}
+
+
+def generate_tls(
+    folder: Path, hosts: Iterable[str] = DEFAULT_HOSTS, ca_key: Path | None = None
+) -> TlsFiles:
+    """A fresh CA and a server certificate valid for ``hosts`` (IP addresses or DNS names).
+    The CA key goes to ``ca_key`` (default: next to the certificates; keep it elsewhere where
+    the certificate folder is mounted into a container)."""
+    files = TlsFiles.under(folder)
+    key_path = ca_key or folder / "ca.key"
+    _generate_ca(files.ca_cert, key_path)
+    _issue_server_cert(files, key_path, hosts)
     return files
+
+
+class CertificateError(RuntimeError):
+    """The certificates on disk cannot serve the requested host names; the message says why."""
+
+
+def ensure_tls(folder: Path, ca_key: Path, extra_hosts: Iterable[str] = ()) -> TlsFiles:
+    """Certificates in ``folder`` valid for the default names plus ``extra_hosts``: made once;
+    an existing server certificate missing a requested name is re-issued by the kept CA (the
+    CA itself, so every data holder's ca.crt, stays)."""
+    hosts = list(dict.fromkeys([*DEFAULT_HOSTS, *extra_hosts]))
+    files = TlsFiles.under(folder)
+    if not files.ca_cert.exists():
+        return generate_tls(folder, hosts, ca_key)
+    if set(hosts) <= server_names(files.server_cert):
+        return files
+    if not ca_key.exists():
+        missing = sorted(set(hosts) - server_names(files.server_cert))
+        raise CertificateError(
+            f"{files.server_cert} does not name {missing} and the CA key {ca_key} that could "
+            "re-issue it is missing"
+        )
+    _issue_server_cert(files, ca_key, sorted(set(hosts) | server_names(files.server_cert)))
+    return files
+
+
+def ensure_secret(path: Path) -> Path:
+    """A random 32-byte shared secret at ``path`` (mode 0600), made once: what a SuperLink or
+    SuperNode and the SuperExecs pulling tasks from it share (``--superexec-auth-secret-file``)."""
+    if not path.exists():
+        _write_private(path, secrets.token_bytes(32))
+    return path
 
 
 def generate_node_keys(folder: Path, name: str) -> NodeKeys:

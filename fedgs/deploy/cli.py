@@ -31,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _init(commands)
     _compose(commands)
     _register(commands)
+    _app_hash(commands)
 
 
 def _local(commands: argparse._SubParsersAction) -> None:
@@ -95,15 +96,43 @@ def _init(commands: argparse._SubParsersAction) -> None:
         "init",
         help="certificates, node keys, Flower config and app directory for docker compose",
         description=(
-            "Writes OUT/certificates (a CA and the SuperLink's certificate), OUT/keys (one key "
-            "pair per SuperNode; existing keys are kept), OUT/flwr-home (a `fedgs` connection "
-            "to 127.0.0.1:9093) and OUT/app (the app `flwr run` ships). Nothing here is "
-            "committed."
+            "Writes OUT/certificates (a CA certificate and the SuperLink's certificate and "
+            "key), OUT/ca/ca.key (the CA's key: keep it, never mount it; it re-issues the "
+            "server certificate for new names), OUT/keys (one key pair per SuperNode), "
+            "OUT/secrets and OUT/nodes/<node>/superexec.secret (SuperExec authentication), "
+            "OUT/nodes/<node>/allowed-fabs.txt (the apps a node runs: fedgs'), OUT/flwr-home "
+            "(a `fedgs` connection to the Control API on 127.0.0.1:9091) and OUT/app (the app "
+            "`flwr run` ships). Run it again at will: existing certificates, keys, secrets and "
+            "allowlist entries are kept. Nothing here is committed."
         ),
     )
     parser.add_argument("--out", type=Path, default=Path("deploy"), help="(%(default)s)")
     parser.add_argument("--nodes", type=int, default=2, help="SuperNodes (%(default)s)")
+    parser.add_argument(
+        "--san",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host name or IP address data holders dial the SuperLink by, added to the "
+        "server certificate (repeat for several; 127.0.0.1, localhost and the compose names "
+        "are always in it)",
+    )
     parser.set_defaults(handler=_run_init)
+
+
+def _app_hash(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "app-hash",
+        help="print the FAB hash of the fedgs app, for a node's allowed-fabs.txt",
+        description=(
+            "Builds the app directory `fedgs deploy init` writes (from this installed fedgs) "
+            "and prints the sha256 of its FAB: the hash a data holder puts in its node's "
+            "allowed-fabs.txt so that its SuperNode runs fedgs and nothing else. The hash "
+            "changes with the fedgs version (the app carries its run-config defaults)."
+        ),
+    )
+    parser.add_argument("--app", type=Path, help="an app directory to hash instead")
+    parser.set_defaults(handler=_run_app_hash)
 
 
 def _compose(commands: argparse._SubParsersAction) -> None:
@@ -206,10 +235,40 @@ def _run_local(args: argparse.Namespace) -> int:
 
 
 def _run_init(args: argparse.Namespace) -> int:
+    from fedgs.deploy.certs import CertificateError
     from fedgs.deploy.compose import prepare_host
 
-    for path in prepare_host(args.out, args.nodes):
+    if args.nodes < 1:
+        print(
+            f"fedgs deploy init: error: --nodes must be at least 1, got {args.nodes}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        written = prepare_host(args.out, args.nodes, args.san)
+    except CertificateError as error:
+        print(f"fedgs deploy init: {error}", file=sys.stderr)
+        return 1
+    for path in written:
         print(path)
+    return 0
+
+
+def _run_app_hash(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from fedgs.deploy.app_bundle import fab_hash, write_app
+
+    if args.app is not None:
+        if not (args.app / "pyproject.toml").is_file():
+            print(
+                f"fedgs deploy app-hash: error: {args.app} has no pyproject.toml", file=sys.stderr
+            )
+            return 2
+        print(fab_hash(args.app))
+        return 0
+    with tempfile.TemporaryDirectory() as folder:
+        print(fab_hash(write_app(Path(folder) / "app")))
     return 0
 
 

@@ -57,6 +57,18 @@ def flwr(args: Sequence[str], env: Mapping[str, str], timeout: float = 120) -> s
     return done.stdout
 
 
+def _answer(args: Sequence[str], out: str) -> dict:
+    """The JSON object a ``flwr ... --format json`` printed. In JSON mode flwr reports a
+    failure as ``{"success": false, "error-message": ...}`` with exit status 0."""
+    try:
+        answer = json.loads(out[out.index("{") :])
+    except ValueError as error:
+        raise ControlError(f"`flwr {' '.join(args)}` printed no JSON answer: {out}") from error
+    if answer.get("success") is False:
+        raise ControlError(f"`flwr {' '.join(args)}` failed: {answer.get('error-message', out)}")
+    return answer
+
+
 def register_node(
     public_key: Path, env: Mapping[str, str], name: str | None = None, exist_ok: bool = False
 ) -> int | None:
@@ -66,34 +78,35 @@ def register_node(
     if name:
         args += ["--name", name]
     try:
-        out = flwr(args, env)
+        answer = _answer(args, flwr(args, env))
     except ControlError as error:
         if exist_ok and "already in use" in str(error):
             return None
         raise
     try:
-        return int(json.loads(out[out.index("{") :])["node-id"])
+        return int(answer["node-id"])
     except (ValueError, KeyError) as error:
-        raise ControlError(f"unexpected answer from `flwr supernode register`: {out}") from error
+        raise ControlError(f"unexpected answer from `flwr supernode register`: {answer}") from error
 
 
 def online_nodes(env: Mapping[str, str]) -> list[int]:
     """Ids of the SuperNodes the SuperLink currently sees online."""
-    out = flwr(["supernode", "list", CONNECTION, "--format", "json"], env)
-    nodes = json.loads(out[out.index("{") :]).get("nodes", [])
+    args = ["supernode", "list", CONNECTION, "--format", "json"]
+    nodes = _answer(args, flwr(args, env)).get("nodes", [])
     return [int(n["node-id"]) for n in nodes if n.get("status") == "online"]
 
 
 def run_status(run_id: int, env: Mapping[str, str]) -> tuple[str, str]:
     """A run's status (e.g. ``finished:completed``, ``finished:failed``) and its details."""
-    out = flwr(["list", CONNECTION, "--run-id", str(run_id), "--format", "json"], env)
-    (run,) = json.loads(out[out.index("{") :])["runs"]
+    args = ["list", CONNECTION, "--run-id", str(run_id), "--format", "json"]
+    (run,) = _answer(args, flwr(args, env))["runs"]
     return str(run["status"]), str(run.get("status-details", ""))
 
 
 def register_keys(superlink: str, ca_cert: Path | None, public_keys: Sequence[Path]) -> None:
     """Register ``public_keys`` with the SuperLink at ``superlink``, skipping keys registered
     before (what compose's one-shot ``register`` service runs on every ``up``)."""
+    ca_cert = ca_cert.resolve() if ca_cert is not None else None  # flwr reads it from elsewhere
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "FLWR_HOME": str(write_flwr_home(Path(home), superlink, ca_cert))}
         for key in public_keys:

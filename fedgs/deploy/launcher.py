@@ -25,11 +25,20 @@ from typing import TextIO
 import tomli_w
 
 from fedgs.deploy import control, processes, topology
-from fedgs.deploy.app_bundle import PLAIN, PROMPT, write_app
-from fedgs.deploy.certs import NodeKeys, TlsFiles, generate_node_keys, generate_tls
+from fedgs.deploy.app_bundle import PLAIN, PROMPT, fab_hash, write_allowlist, write_app
+from fedgs.deploy.certs import (
+    NodeKeys,
+    TlsFiles,
+    ensure_secret,
+    ensure_tls,
+    generate_node_keys,
+)
 
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT = 180.0
+NODE_STOP_GRACE = 10.0
+ACTIVATED = "SuperNode ID:"  # what a SuperNode logs once the SuperLink accepted it
+STALE_NODE = "Failed to activate SuperNode"
 
 
 @dataclass(frozen=True)
@@ -95,7 +104,8 @@ class LocalDeployment:
             raise ValueError(f"a deployment needs at least one SuperNode, got {self.options.nodes}")
         self.out = out.resolve()
         self.marker = uuid.uuid4().hex
-        self.port = free_port()
+        self.port = free_port()  # public: the Fleet API, what SuperNodes dial
+        self.private_port = free_port()  # the Control and ServerApp runtime APIs
         self.node_ports = [free_port() for _ in range(self.options.nodes)]
         self.tls = TlsFiles.under(self.out / "certs")
         self.components: dict[str, processes.Component] = {}
@@ -105,13 +115,27 @@ class LocalDeployment:
 
     @property
     def address(self) -> str:
+        """The SuperLink's public address (Fleet API only)."""
         return f"{HOST}:{self.port}"
+
+    @property
+    def private_address(self) -> str:
+        """Where ``flwr`` and the ServerApp's SuperExec reach the SuperLink."""
+        return f"{HOST}:{self.private_port}"
 
     def keys(self, partition_id: int) -> NodeKeys:
         return NodeKeys.under(self.out / "keys", topology.node_name(partition_id))
 
+    def node_dir(self, partition_id: int) -> Path:
+        """What data holder ``partition_id`` keeps: its state, secret and app allowlist."""
+        return self.out / "nodes" / topology.node_name(partition_id)
+
     def state_dir(self, partition_id: int) -> Path:
-        return self.out / "nodes" / topology.node_name(partition_id) / "state"
+        return self.node_dir(partition_id) / "state"
+
+    def allowlist(self, partition_id: int) -> Path:
+        """FAB hashes the node's ClientApp SuperExec runs (fedgs.deploy.superexec)."""
+        return self.node_dir(partition_id) / "allowed-fabs.txt"
 
     def log(self, name: str) -> Path:
         return self.out / "logs" / f"{name}.log"
@@ -131,19 +155,26 @@ class LocalDeployment:
     def commands(self) -> dict[str, list[str]]:
         """Every component's command line, in start order."""
         security, ca_cert = self.options.security, str(self.tls.ca_cert)
+        superlink_secret = str(self.out / "secrets" / "superlink.secret")
         commands = {
             topology.SUPERLINK: topology.superlink_args(
                 host=HOST,
                 port=self.port,
+                private=(HOST, self.private_port),
                 security=security,
                 tls=topology.TlsPaths(ca_cert, str(self.tls.server_cert), str(self.tls.server_key)),
                 database=str(self.out / "superlink.db"),
+                superexec_secret=superlink_secret,
+                python=sys.executable,
             ),
             topology.SERVERAPP_EXECUTOR: topology.superexec_args(
-                runtime_api=self.address, ca_cert=ca_cert if security.tls else None
+                runtime_api=self.private_address,
+                ca_cert=ca_cert if security.tls else None,
+                superexec_secret=superlink_secret,
             ),
         }
         for partition_id, port in enumerate(self.node_ports):
+            node_secret = str(self.node_dir(partition_id) / "superexec.secret")
             commands[topology.node_name(partition_id)] = topology.supernode_args(
                 superlink=self.address,
                 host=HOST,
@@ -157,12 +188,16 @@ class LocalDeployment:
                     str(self.state_dir(partition_id)),
                     self.options.policy,
                 ),
+                superexec_secret=node_secret,
             )
             commands[topology.executor_name(partition_id)] = topology.superexec_args(
                 runtime_api=f"{HOST}:{port}",
                 ca_cert=None,
-                python=sys.executable if self.options.warm else None,
-                preload=topology.CLIENTAPP_PRELOAD,
+                superexec_secret=node_secret,
+                python=sys.executable,
+                preload=topology.CLIENTAPP_PRELOAD if self.options.warm else (),
+                allowed_fabs=str(self.allowlist(partition_id)),
+                spawn=not self.options.warm,
             )
         return commands
 
@@ -180,18 +215,33 @@ class LocalDeployment:
         self.stop()
 
     def prepare(self) -> None:
-        """Certificates, node keys, Flower config and app directory (kept if already there)."""
+        """Certificates, node keys, secrets, Flower config, app directory and each node's
+        allowlist of that app (certificates, keys and secrets are kept if already there)."""
         security = self.options.security
-        if security.tls and not self.tls.ca_cert.exists():
-            generate_tls(self.tls.ca_cert.parent)
+        if security.tls:
+            ensure_tls(self.tls.ca_cert.parent, self.out / "ca" / "ca.key")
+        ensure_secret(self.out / "secrets" / "superlink.secret")
+        app = write_app(self.out / "app", PROMPT if self.options.warm else PLAIN)
+        digest = fab_hash(app)
         for partition_id in range(self.options.nodes):
             if security.node_auth and not self.keys(partition_id).private.exists():
                 generate_node_keys(self.out / "keys", topology.node_name(partition_id))
             self.state_dir(partition_id).mkdir(parents=True, exist_ok=True)
+            ensure_secret(self.node_dir(partition_id) / "superexec.secret")
+            write_allowlist(self.allowlist(partition_id), {digest: str(app)})
         control.write_flwr_home(
-            self.out / "flwr-home", self.address, self.tls.ca_cert if security.tls else None
+            self.out / "flwr-home",
+            self.private_address,
+            self.tls.ca_cert if security.tls else None,
         )
-        write_app(self.out / "app", PROMPT if self.options.warm else PLAIN)
+
+    def allow_app(self, app: Path) -> str:
+        """Let every node run the app in ``app`` too (what a data holder does by adding its
+        hash to its allowlist); returns the hash."""
+        digest = fab_hash(app)
+        for partition_id in range(self.options.nodes):
+            write_allowlist(self.allowlist(partition_id), {digest: str(app)})
+        return digest
 
     def start_component(self, name: str, argv: list[str] | None = None) -> processes.Component:
         """Start (or restart) one component; ``argv`` replaces its usual command line."""
@@ -207,8 +257,11 @@ class LocalDeployment:
         self.start_component(topology.SERVERAPP_EXECUTOR)
         if self.options.security.node_auth:
             for partition_id in range(self.options.nodes):
-                control.register_node(
-                    self.keys(partition_id).public, self.env(), topology.node_name(partition_id)
+                control.register_node(  # known already: a deployment restarted in ``out``
+                    self.keys(partition_id).public,
+                    self.env(),
+                    topology.node_name(partition_id),
+                    exist_ok=True,
                 )
         for partition_id in range(self.options.nodes):
             self.start_node(partition_id)
@@ -235,31 +288,61 @@ class LocalDeployment:
                     f"log {component.log}:\n{_tail(component.log)}"
                 )
             with socket.socket() as probe:
-                if probe.connect_ex((HOST, self.port)) == 0:
+                if probe.connect_ex((HOST, self.private_port)) == 0:
                     return
             if time.monotonic() > deadline:
-                raise DeploymentError(f"{component.name} did not listen on {self.address}")
+                raise DeploymentError(f"{component.name} did not listen on {self.private_address}")
             time.sleep(0.2)
 
     def wait_for_nodes(self, count: int, timeout: float = STARTUP_TIMEOUT) -> list[int]:
-        """Wait until ``count`` SuperNodes are online at the SuperLink; their ids."""
+        """Wait until ``count`` SuperNodes are online at the SuperLink and every SuperNode of
+        this deployment has activated; their ids. A SuperNode whose key the SuperLink still
+        counts online (a previous session's node stopped without saying so: its heartbeat
+        expires within ~90 s) is refused with "Failed to activate" and restarted here."""
         deadline = time.monotonic() + timeout
-        while len(online := control.online_nodes(self.env())) < count:
-            for node in self.components.values():
-                if not node.alive():
-                    raise DeploymentError(
-                        f"{node.name} exited ({node.process.returncode}); log {node.log}:\n"
-                        f"{_tail(node.log)}"
-                    )
+        while True:
+            self._restart_refused_nodes()
+            online = control.online_nodes(self.env())
+            if len(online) >= count and all(
+                ACTIVATED in self.components[name].output() for name in self._node_names()
+            ):
+                return online
             if time.monotonic() > deadline:
                 raise DeploymentError(f"only {len(online)} of {count} SuperNodes came online")
             time.sleep(0.5)
-        return online
+
+    def _node_names(self) -> list[str]:
+        return [
+            topology.node_name(i)
+            for i in range(self.options.nodes)
+            if topology.node_name(i) in self.components
+        ]
+
+    def _restart_refused_nodes(self) -> None:
+        for name, component in list(self.components.items()):
+            if component.alive():
+                continue
+            if name in self._node_names() and STALE_NODE in component.output():
+                time.sleep(5)  # the stale entry expires on the SuperLink's clock
+                self.start_component(name)
+                continue
+            raise DeploymentError(
+                f"{name} exited ({component.process.returncode}); log {component.log}:\n"
+                f"{_tail(component.log)}"
+            )
 
     def stop(self) -> list[int]:
-        """Stop every process of the deployment; returns pids that needed SIGKILL."""
+        """Stop every process of the deployment; returns pids that needed SIGKILL. The
+        SuperNodes go first, while the SuperLink can still mark them offline (a node left
+        marked online is refused at its next start until its heartbeat expires)."""
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not
         try:  # interrupt the clean-up
+            nodes = [self.components[name] for name in self._node_names()]
+            for node in nodes:
+                node.signal_group(signal.SIGTERM)
+            deadline = time.monotonic() + NODE_STOP_GRACE
+            while any(node.alive() for node in nodes) and time.monotonic() < deadline:
+                time.sleep(0.1)
             return processes.stop(list(reversed(self.components.values())), self.marker)
         finally:
             signal.signal(signal.SIGINT, previous)

@@ -27,9 +27,19 @@ class Component:
     name: str
     process: subprocess.Popen
     log: Path
+    log_offset: int = 0  # the log's size when this process started
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def output(self) -> str:
+        """What this process (not an earlier one with the same log) wrote to its log."""
+        try:
+            with self.log.open("rb") as handle:
+                handle.seek(self.log_offset)
+                return handle.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def signal_group(self, signum: int) -> None:
         try:
@@ -43,6 +53,7 @@ def start(
 ) -> Component:
     """Start ``argv`` in a new session, stdout and stderr to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    offset = log.stat().st_size if log.exists() else 0
     with log.open("ab") as handle:
         process = subprocess.Popen(
             list(argv),
@@ -53,7 +64,7 @@ def start(
             cwd=cwd,
             start_new_session=True,
         )
-    return Component(name, process, log)
+    return Component(name, process, log, offset)
 
 
 def _is_live(pid: int) -> bool:

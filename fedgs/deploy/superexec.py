@@ -10,6 +10,13 @@ the child runs Flower's own ``run_clientapp``. Each message still gets a fresh p
 shares no memory with the next, so the ClientApp semantics (Context from the SuperNode, state on
 disk) are Flower's.
 
+Data holder's allowlist: with ``--allowed-fabs FILE`` (one FAB sha256 per line, ``#`` comments;
+read at every task, so edits apply without a restart) a ClientApp task whose app is not listed is
+refused before any of its code is loaded. The SuperLink decides which app a run ships; the node
+owner decides which apps may touch its data (``fedgs deploy app-hash`` prints fedgs' hash).
+``--spawn``: start task processes as Flower does (a fresh interpreter each), keeping the
+allowlist.
+
 Use it in place of ``flower-superexec`` for a SuperNode started with ``--isolation process``.
 """
 
@@ -17,11 +24,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from flwr.common.logger import log
 from flwr.supercore.cli.flower_superexec import flower_superexec
 from flwr.supercore.constant import ExecutorType, TaskType
 from flwr.supercore.superexec import run_superexec as superexec_loop
@@ -30,12 +41,32 @@ from flwr.supercore.superexec.executor.subprocess_executor import SubprocessExec
 from flwr.supercore.tls import validate_and_resolve_root_certificates
 from flwr.supernode.runtime.run_clientapp import run_clientapp
 
+from fedgs.deploy.app_bundle import read_allowlist
+
 
 class ForkingExecutor(SubprocessExecutor):
-    """Starts ClientApp tasks by ``fork()`` (other task types as Flower does)."""
+    """Starts ClientApp tasks by ``fork()`` (other task types as Flower does), or all tasks as
+    Flower does with ``fork=False``; with ``allowlist``, only ClientApp tasks of listed FABs."""
+
+    def __init__(
+        self, fork: bool = True, allowlist: Callable[[], frozenset[str]] | None = None
+    ) -> None:
+        super().__init__()
+        self.fork = fork
+        self.allowlist = allowlist
 
     def launch(self, spec: ExecutionSpec) -> LaunchResult:
-        if spec.task_type != TaskType.CLIENT_APP:
+        if spec.task_type == TaskType.CLIENT_APP and self.allowlist is not None:
+            if (spec.fab_hash or "").lower() not in self.allowlist():
+                log(
+                    logging.ERROR,
+                    "Refused ClientApp task %d: its app (FAB %s) is not on this node's "
+                    "allowlist; no code of it was loaded",
+                    spec.task_id,
+                    spec.fab_hash,
+                )
+                return LaunchResult.failed(f"FAB {spec.fab_hash} is not on this node's allowlist")
+        if spec.task_type != TaskType.CLIENT_APP or not self.fork:
             return super().launch(spec)
         pid = os.fork()
         if pid == 0:
@@ -44,6 +75,8 @@ class ForkingExecutor(SubprocessExecutor):
 
     def reconcile(self) -> None:
         """Reap finished ClientApp processes (called by the loop before each poll)."""
+        if not self.fork:
+            return super().reconcile()
         while True:
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -85,23 +118,34 @@ def _run_task(spec: ExecutionSpec) -> int:
     return 0
 
 
-_flower_executor = superexec_loop.get_executor
+def _executor_factory(executor: ForkingExecutor) -> Callable[..., Any]:
+    """Flower's executor factory, with ``executor`` for local subprocesses."""
+    flower_factory = superexec_loop.get_executor
 
+    def factory(executor_type: ExecutorType, *args: Any, **kwargs: Any) -> Any:
+        if executor_type == ExecutorType.SUBPROCESS:
+            return executor
+        return flower_factory(executor_type, *args, **kwargs)
 
-def _executor(executor_type: ExecutorType, *args: Any, **kwargs: Any) -> Any:
-    """Flower's executor factory, with ForkingExecutor for local subprocesses."""
-    if executor_type == ExecutorType.SUBPROCESS:
-        return ForkingExecutor()
-    return _flower_executor(executor_type, *args, **kwargs)
+    return factory
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--preload", action="append", default=[])
+    parser.add_argument("--spawn", action="store_true")
+    parser.add_argument("--allowed-fabs", type=Path)
     ours, flower_args = parser.parse_known_args(argv)
+    allowlist = None
+    if ours.allowed_fabs is not None:
+        path = ours.allowed_fabs
+        read_allowlist(path)  # a missing or unreadable file fails now, not at the first task
+        allowlist = lambda: read_allowlist(path)  # noqa: E731 - re-read at every task
     for module in ours.preload:
         importlib.import_module(module)  # paid once, inherited by every forked ClientApp
-    superexec_loop.get_executor = _executor  # the one factory Flower offers no option for
+    executor = ForkingExecutor(fork=not ours.spawn, allowlist=allowlist)
+    # the one factory Flower offers no option for
+    superexec_loop.get_executor = _executor_factory(executor)
     sys.argv = ["flower-superexec", *flower_args]
     flower_superexec()
 

@@ -6,10 +6,15 @@ SuperNode plus the SuperExec that runs its ClientApp processes (Flower's "proces
 Only addresses and file locations differ. Both build their command lines here, so a flag added
 for one is added for the other (tests/test_deploy_compose.py checks the committed compose file).
 
-Security defaults: TLS on every SuperLink API (Fleet, Control, ServerApp runtime: one HTTPS port
-in 1.41) and SuperNode authentication (only registered public keys may connect; registration is
-``flwr supernode register``). A SuperNode's own runtime API, which its ClientApp processes dial,
-stays on a private link: loopback here, a per-node network in compose.
+Security defaults: TLS on every SuperLink API; SuperNode authentication (only registered public
+keys may connect; registration is ``flwr supernode register``); the SuperLink's public port serves
+only the Fleet API, its Control and ServerApp runtime APIs answer on a private address only
+(fedgs.deploy.superlink: Flower 1.41 serves all three on one port and its Control API has no
+authentication); every SuperExec authenticates to the runtime API it pulls tasks from with a
+shared secret (Flower's ``--superexec-auth-secret-file``); each data holder's ClientApp SuperExec
+runs only the apps its allowlist names (fedgs.deploy.superexec ``--allowed-fabs``). A SuperNode's
+own runtime API, which its ClientApp processes dial, stays on a private link: loopback here, a
+per-node network in compose.
 """
 
 from __future__ import annotations
@@ -82,13 +87,19 @@ def superlink_args(
     *,
     host: str,
     port: int,
+    private: tuple[str, int],
     security: Security,
     tls: TlsPaths | None,
     database: str,
+    superexec_secret: str,
+    python: str = "python",
 ) -> list[str]:
-    """``flower-superlink``: runtime dependency installation is always off (it would fetch a
-    CUDA torch); the app's code is already installed where it runs."""
-    args = ["flower-superlink"]
+    """``flower-superlink`` through fedgs.deploy.superlink: the Fleet API on ``host:port``, the
+    Control and runtime APIs on ``private`` (host, port). Runtime dependency installation is
+    always off (it would fetch a CUDA torch); the app's code is already installed where it
+    runs."""
+    args = [python, "-m", "fedgs.deploy.superlink"]
+    args += ["--private-host", private[0], "--private-port", str(private[1])]
     if security.tls:
         if tls is None:
             raise ValueError("TLS is on but no certificate paths were given")
@@ -108,6 +119,8 @@ def superlink_args(
         "--isolation",
         PROCESS,
         "--disable-runtime-dependency-installation",
+        "--superexec-auth-secret-file",
+        superexec_secret,
         "--database",
         database,
         "--host",
@@ -126,6 +139,7 @@ def supernode_args(
     ca_cert: str | None,
     private_key: str | None,
     config: str,
+    superexec_secret: str,
 ) -> list[str]:
     """``flower-supernode``: dials the SuperLink over TLS and signs its requests with its key."""
     args = ["flower-supernode", "--superlink", superlink]
@@ -144,6 +158,8 @@ def supernode_args(
         config,
         "--isolation",
         PROCESS,
+        "--superexec-auth-secret-file",
+        superexec_secret,
         "--host",
         host,
         "--port",
@@ -152,18 +168,30 @@ def supernode_args(
 
 
 def superexec_args(
-    *, runtime_api: str, ca_cert: str | None, python: str | None = None, preload: Sequence[str] = ()
+    *,
+    runtime_api: str,
+    ca_cert: str | None,
+    superexec_secret: str,
+    python: str | None = None,
+    preload: Sequence[str] = (),
+    allowed_fabs: str | None = None,
+    spawn: bool = False,
 ) -> list[str]:
-    """A SuperExec for process isolation: runs the ServerApp (``runtime_api`` is the SuperLink's,
-    verified with ``ca_cert``) or a node's ClientApp processes (that SuperNode's private runtime
-    API; ``ca_cert`` None: no TLS on that link). With ``python``, fedgs' forking SuperExec under
-    that interpreter, importing ``preload`` once (fedgs.deploy.superexec); else Flower's."""
+    """A SuperExec for process isolation: runs the ServerApp (``runtime_api`` is the SuperLink's
+    private address, verified with ``ca_cert``) or a node's ClientApp processes (that SuperNode's
+    private runtime API; ``ca_cert`` None: no TLS on that link). With ``python``, fedgs'
+    SuperExec under that interpreter (fedgs.deploy.superexec): ClientApp processes forked after
+    importing ``preload`` once (``spawn``: fresh ones, as Flower), only for apps listed in
+    ``allowed_fabs``; else Flower's."""
     if python is None:
         args = ["flower-superexec"]
     else:
         args = [python, "-m", "fedgs.deploy.superexec"]
         args += [f"--preload={module}" for module in preload]
+        args += ["--spawn"] if spawn else []
+        args += [f"--allowed-fabs={allowed_fabs}"] if allowed_fabs else []
     args += ["--runtime-api-address", runtime_api]
+    args += ["--superexec-auth-secret-file", superexec_secret]
     return args + (["--root-certificates", ca_cert] if ca_cert else ["--insecure"])
 
 
