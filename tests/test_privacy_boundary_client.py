@@ -418,6 +418,7 @@ def test_policy_refusals_through_fedgs_deploy_local(tmp_path: Path) -> None:
         for name, asked in (("low", sigma / 2), ("ok", sigma)):
             run_dir = tmp_path / name
             app = write_app(tmp_path / f"{name}-app", components, modules=[apps])
+            deployment.allow_app(app)  # the node runs only apps its owner listed
             config = run | {"run-dir": str(run_dir), "noise-multiplier": asked}
             result = deployment.run(config, app=app)
             assert result.ok, result
