@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from deploy_support import SMALL, live_processes_of, rows, wait_for
 
+from fedgs.deploy import topology
 from fedgs.deploy.launcher import LocalDeployment, LocalOptions
 
 pytestmark = pytest.mark.slow
@@ -52,9 +53,13 @@ def test_three_supernodes_with_tls_and_authentication_end_to_end(tmp_path: Path)
     for i in range(3):
         assert len(list((out / "nodes" / f"supernode-{i}" / "state").glob("*.pt"))) == 1
 
-    # TLS on the SuperLink's one port, nodes authenticated, nothing on another interface
+    # TLS on the SuperLink's public (Fleet-only) port, Control on a private loopback socket,
+    # nodes authenticated, nothing on another interface
     superlink_log = (out / "logs" / "superlink.log").read_text()
-    assert "Uvicorn running on https://127.0.0.1:" in superlink_log
+    assert "Fleet API on 127.0.0.1:" in superlink_log
+    assert "Control and runtime APIs only on 127.0.0.1:" in superlink_log
+    superlink = LocalDeployment(out, LocalOptions(nodes=3)).commands()[topology.SUPERLINK]
+    assert "--ssl-certfile" in superlink and "--insecure" not in superlink
     assert "SuperNode authentication is disabled" not in superlink_log
     for i in range(3):
         assert "Starting secure HTTPS channel" in (
