@@ -6,9 +6,6 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-import torch
-
-from fedgs.run_config import RunConfig
 from fedgs.server.datalens_strategy import DataLensSettings, DataLensStrategy
 from fedgs.server.replies import StepOutcome
 from fedgs.server.run import METRIC_COLUMNS
@@ -20,23 +17,10 @@ class DataLensRun(TeacherRun):
     """DataLens TopAgg: warm-started private critics as teachers, G on the server."""
 
     name = "DataLens"
+    settings_class = DataLensSettings
+    trainer_class = GeneratorTrainer
+    strategy_class = DataLensStrategy
     columns = (*METRIC_COLUMNS, "agreed_fraction", TeacherRun.epsilon_column)
-
-    def __init__(self, config: RunConfig) -> None:
-        super().__init__(config)
-        self.settings = DataLensSettings.from_run_config(config)
-        self.trainer = GeneratorTrainer(self.dataset.num_classes, config.gswgan(), seed=config.seed)
-        self.strategy = DataLensStrategy(
-            self.trainer,
-            self.ledger,
-            self.sampler,
-            self.settings,
-            config.wire_dtype,
-            self.identities,
-        )
-
-    def sample(self, labels: torch.Tensor) -> torch.Tensor:
-        return self.trainer.sample(labels)
 
     def step_metrics(self, outcome: StepOutcome) -> dict:
         return {"agreed_fraction": self.strategy.last_agreed_fraction}

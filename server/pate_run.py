@@ -5,9 +5,6 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-import torch
-
-from fedgs.run_config import RunConfig
 from fedgs.server.pate_strategy import PateGANStrategy, PateSettings
 from fedgs.server.replies import StepOutcome
 from fedgs.server.run import METRIC_COLUMNS
@@ -25,6 +22,9 @@ class PateGANRun(TeacherRun):
     """PATE-GAN: clients' teacher discriminators vote, the server trains a student and G."""
 
     name = "PATE-GAN"
+    settings_class = PateSettings
+    trainer_class = PateGANTrainer
+    strategy_class = PateGANStrategy
     columns = (
         *METRIC_COLUMNS,
         "student_loss",
@@ -32,22 +32,6 @@ class PateGANRun(TeacherRun):
         "real_fraction",
         TeacherRun.epsilon_column,
     )
-
-    def __init__(self, config: RunConfig) -> None:
-        super().__init__(config)
-        self.settings = PateSettings.from_run_config(config)
-        self.trainer = PateGANTrainer(self.dataset.num_classes, config.gswgan(), seed=config.seed)
-        self.strategy = PateGANStrategy(
-            self.trainer,
-            self.ledger,
-            self.sampler,
-            self.settings,
-            config.wire_dtype,
-            self.identities,
-        )
-
-    def sample(self, labels: torch.Tensor) -> torch.Tensor:
-        return self.trainer.sample(labels)
 
     def step_metrics(self, outcome: StepOutcome) -> dict:
         stats = self.strategy.last_stats

@@ -52,11 +52,29 @@ class TeacherRun(FederatedRun):
 
     epsilon_column = "epsilon_trusted_aggregator"
     threat_model, neighbouring = "trusted-aggregator", REPLACE_ONE
-    strategy: TeacherStrategy
+    # what each teacher strategy plugs in: its settings, its server-side trainer, its strategy
+    settings_class: type
+    trainer_class: type[GeneratorTrainer]
+    strategy_class: type[TeacherStrategy]
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
         self.ledger = TeacherLedger()
+        self.settings = self.settings_class.from_run_config(config)
+        self.trainer = self.trainer_class(
+            self.dataset.num_classes, config.gswgan(), seed=config.seed
+        )
+        self.strategy = self.strategy_class(
+            self.trainer,
+            self.ledger,
+            self.sampler,
+            self.settings,
+            config.wire_dtype,
+            self.identities,
+        )
+
+    def sample(self, labels: torch.Tensor) -> torch.Tensor:
+        return self.trainer.sample(labels)
 
     # --- what a teacher strategy's run provides
     @abstractmethod

@@ -7,7 +7,7 @@ They live in an importable module (not a test file) so Ray actors can load them.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,8 @@ from fedgs.server.strategy import GSWGANStrategy
 from fedgs.training.fedavg_gan import FedAvgGANTrainer
 from fedgs.training.generator import GeneratorTrainer
 
+# (honest reply, request, partition id) -> the reply sent
+ReplyRewrite = Callable[[Message, Message, int], Message]
 TAMPERED = {2: "nan", 3: "shape", 4: "huge"}  # partition id -> how its replies are corrupted
 
 
@@ -52,8 +54,9 @@ def _tamper(gradient: np.ndarray, mode: str) -> np.ndarray:
     return gradient * 1e6
 
 
-def tampering_client_app(overrides: Mapping[str, Any]) -> ClientApp:
-    """The real ClientApp, except that partitions in TAMPERED corrupt their sanitized rows."""
+def rewriting_client_app(overrides: Mapping[str, Any], rewrite: ReplyRewrite) -> ClientApp:
+    """The real ClientApp, except that each answered GS-WGAN query's reply passes through
+    ``rewrite(reply, request, partition id)`` (warm starts and error replies pass unchanged)."""
     honest = build_client_app(overrides)
     app = ClientApp()
 
@@ -64,22 +67,31 @@ def tampering_client_app(overrides: Mapping[str, Any]) -> ClientApp:
     @app.train("gswgan")
     def query(message: Message, context: Context) -> Message:
         reply = honest(message, context)
-        mode = TAMPERED.get(int(context.node_config["partition-id"]))
-        if mode is None or reply.has_error():
+        if reply.has_error():
             return reply
-        gradient = reply.content[protocol.SANITIZED][protocol.GRADIENT].numpy()
-        content = RecordDict(
-            {
-                protocol.SANITIZED: ArrayRecord(
-                    {protocol.GRADIENT: Array(_tamper(gradient, mode))}
-                ),
-                protocol.POLICY_USED: reply.content[protocol.POLICY_USED],
-                protocol.CLIENT: reply.content[protocol.CLIENT],
-            }
-        )
-        return Message(content, reply_to=message)
+        return rewrite(reply, message, int(context.node_config["partition-id"]))
 
     return app
+
+
+def _tampered(reply: Message, request: Message, partition_id: int) -> Message:
+    mode = TAMPERED.get(partition_id)
+    if mode is None:
+        return reply
+    gradient = reply.content[protocol.SANITIZED][protocol.GRADIENT].numpy()
+    content = RecordDict(
+        {
+            protocol.SANITIZED: ArrayRecord({protocol.GRADIENT: Array(_tamper(gradient, mode))}),
+            protocol.POLICY_USED: reply.content[protocol.POLICY_USED],
+            protocol.CLIENT: reply.content[protocol.CLIENT],
+        }
+    )
+    return Message(content, reply_to=request)
+
+
+def tampering_client_app(overrides: Mapping[str, Any]) -> ClientApp:
+    """The real ClientApp, except that partitions in TAMPERED corrupt their sanitized rows."""
+    return rewriting_client_app(overrides, _tampered)
 
 
 class SteeredStrategy(GSWGANStrategy):

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from flower_apps import rewriting_client_app
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
 from fedgs import protocol
-from fedgs.client.app import build_client_app
 from fedgs.run_config import RunConfig
 from fedgs.server.run import GSWGANRun
 
@@ -53,23 +53,13 @@ def _claiming(
 
 def claiming_client_app(overrides: Mapping[str, Any]) -> ClientApp:
     """The real ClientApp; partitions in CLAIMS answer GS-WGAN queries with false claims."""
-    honest = build_client_app(overrides)
     config = RunConfig.from_user_config(overrides)
-    app = ClientApp()
 
-    @app.train("warmstart")
-    def warm_start(message: Message, context: Context) -> Message:
-        return honest(message, context)
+    def rewrite(reply: Message, request: Message, partition_id: int) -> Message:
+        claim = CLAIMS.get(partition_id)
+        return reply if claim is None else _claiming(reply, request, claim, config)
 
-    @app.train("gswgan")
-    def query(message: Message, context: Context) -> Message:
-        reply = honest(message, context)
-        claim = CLAIMS.get(int(context.node_config["partition-id"]))
-        if claim is None or reply.has_error():
-            return reply
-        return _claiming(reply, message, claim, config)
-
-    return app
+    return rewriting_client_app(overrides, rewrite)
 
 
 class KilledBetweenSendAndSave(Exception):
