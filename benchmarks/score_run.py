@@ -6,8 +6,10 @@ of 1 and 5 real images per class, an untrained generator, a flat grey image), ev
 threat model. The table is what benchmarks/RESULTS.md quotes.
 
 Usage: python benchmarks/score_run.py [RUN_DIR ...] [--clients N] [--samples 10000]
-       [--feature-samples 2000] [--epochs 5] [--json rows.json]
+       [--feature-samples 2000] [--epochs 5] [--no-controls] [--json rows.json]
 Prints the markdown table; --json also writes every row (per-class figures included).
+--no-controls scores the runs only (the controls depend on the instrument's options alone, so
+runs scored in batches can share one scoring of the controls).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=10_000, help="downstream training set size")
     p.add_argument("--feature-samples", type=int, default=2_000)
     p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--no-controls", action="store_true", help="score the runs only")
     p.add_argument("--json", type=Path, help="write every row here")
     a = p.parse_args()
     dataset = load_federated("femnist", a.data_dir, labels="digits", num_clients=a.clients or None)
@@ -50,7 +53,7 @@ def main() -> None:
         row = instrument.score(Path(run_dir).name, loaded.sample).row
         rows.append(row | {"epsilon": epsilon_text(run_dir)})
         print(json.dumps(rows[-1]), flush=True)
-    for score in instrument.controls():
+    for score in [] if a.no_controls else instrument.controls():
         rows.append(score.row | {"epsilon": "— (control)"})
         print(json.dumps(rows[-1]), flush=True)
     if a.json:
