@@ -6,10 +6,12 @@ of 1 and 5 real images per class, an untrained generator, a flat grey image), ev
 threat model. The table is what benchmarks/RESULTS.md quotes.
 
 Usage: python benchmarks/score_run.py [RUN_DIR ...] [--clients N] [--samples 10000]
-       [--feature-samples 2000] [--epochs 5] [--no-controls] [--json rows.json]
+       [--feature-samples 2000] [--epochs 5] [--no-controls] [--rows EARLIER.json ...]
+       [--json rows.json]
 Prints the markdown table; --json also writes every row (per-class figures included).
---no-controls scores the runs only (the controls depend on the instrument's options alone, so
-runs scored in batches can share one scoring of the controls).
+--no-controls scores the runs only and --rows adds the rows of earlier --json files, so runs
+scored in batches (and one scoring of the controls) make one table; an earlier file whose
+instrument record differs from this invocation's is refused.
 """
 
 from __future__ import annotations
@@ -33,6 +35,16 @@ def epsilon_text(run_dir: str) -> str:
     return f"{figure.epsilon:.4g} ({figure.threat_model}, {figure.accountant}, δ {figure.delta:g})"
 
 
+def earlier_rows(path: Path, record: dict) -> list[dict]:
+    """The rows of an earlier --json file, if the same instrument scored them: same options and
+    writer split (its "real" calibration accuracies are retrained per invocation and may differ
+    in the last digits; each row keeps the calibration it was scored with)."""
+    earlier = json.loads(path.read_text())["instrument"]
+    if any(earlier[key] != record[key] for key in ("options", "split")):
+        raise SystemExit(f"{path}: scored by another instrument ({earlier})")
+    return json.loads(path.read_text())["rows"]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run_dirs", nargs="*")
@@ -42,12 +54,13 @@ def main() -> None:
     p.add_argument("--feature-samples", type=int, default=2_000)
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--no-controls", action="store_true", help="score the runs only")
+    p.add_argument("--rows", type=Path, nargs="+", default=[], help="earlier --json files")
     p.add_argument("--json", type=Path, help="write every row here")
     a = p.parse_args()
     dataset = load_federated("femnist", a.data_dir, labels="digits", num_clients=a.clients or None)
     instrument = Instrument(dataset, InstrumentOptions(a.samples, a.feature_samples, a.epochs))
     print(json.dumps(instrument.record()), flush=True)
-    rows = []
+    rows = [row for path in a.rows for row in earlier_rows(path, instrument.record())]
     for run_dir in a.run_dirs:
         loaded = load_generator(run_dir)
         row = instrument.score(Path(run_dir).name, loaded.sample).row
