@@ -34,10 +34,10 @@ from pathlib import Path
 import torch
 
 from fedgs import protocol
-from fedgs.client.session import dataset_for
 from fedgs.deploy.launcher import LocalDeployment, LocalOptions
 from fedgs.device import secret_generator
 from fedgs.run_config import RunConfig
+from fedgs.run_data import dataset_for
 from fedgs.training.critic import PrivateCritic
 from fedgs.training.generator import GeneratorTrainer
 

@@ -21,12 +21,12 @@ from pathlib import Path
 import torch
 
 from fedgs import protocol
-from fedgs.client.session import dataset_for
 from fedgs.client.state_store import ClientStateStore
 from fedgs.models.losses import _gradient_penalty, generator_upstream_gradient
 from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.sanitizer import sanitize
 from fedgs.run_config import RunConfig
+from fedgs.run_data import dataset_for
 from fedgs.server.checkpoint import save_ledger
 from fedgs.training.critic import PrivateCritic
 from fedgs.training.generator import GeneratorTrainer

@@ -16,16 +16,11 @@ import torch
 from flwr.app import Array, ArrayRecord, RecordDict
 
 from fedgs import protocol, protocol_fedavg
-from fedgs.client.session import (
-    RequestRefused,
-    build_reply,
-    client_id_of,
-    dataset_for,
-    state_dir_for,
-)
+from fedgs.client.session import RequestRefused, build_reply, client_id_of
 from fedgs.client.state_store import ClientStateStore
 from fedgs.privacy.dp_fedavg import NonFiniteDeltaError, clip_delta
 from fedgs.run_config import RunConfig
+from fedgs.run_data import dataset_for, state_dir_for
 from fedgs.training.fedavg_gan import build_critic, local_critic_delta
 
 logger = logging.getLogger(__name__)

@@ -13,47 +13,47 @@ from collections.abc import Callable
 
 from flwr.app import RecordDict
 
-from fedgs import protocol, protocol_datalens, protocol_fedavg, protocol_pate
-from fedgs.client.datalens_session import DataLensTeacher
-from fedgs.client.fedavg_session import FedAvgClient
-from fedgs.client.pate_session import PateTeacher, teacher_session
-from fedgs.client.session import ClientSession, client_id_of, state_dir_for
+from fedgs import protocol, protocol_pate
+from fedgs.algorithms import ALGORITHMS, WARM_START, algorithm
+from fedgs.client.session import client_id_of
 from fedgs.client.state_store import ClientStateStore
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
 from fedgs.run_config import RunConfig
+from fedgs.run_data import state_dir_for
 
 # (run config with the policy applied, partition id, request content) -> reply content
 Handler = Callable[[RunConfig, int, RecordDict], RecordDict]
 
-QUERY_TYPES = {
-    "gswgan": protocol.QUERY,
-    "fedavg-gan": protocol_fedavg.QUERY,
-    "datalens": protocol_datalens.QUERY,
-    "pate-gan": protocol_pate.QUERY,
+
+# Every strategy's sessions, resolved from the registry once at import: a wrong "module:attr"
+# fails here, and a SuperExec that preloads this module forks ClientApps with them imported.
+SESSIONS = {name: entry.session_factory() for name, entry in ALGORITHMS.items()}
+WARM_START_SESSIONS = {
+    name: entry.warm_start_factory() for name, entry in ALGORITHMS.items() if entry.warm_started
 }
-WARM_STARTED = ("gswgan", "datalens", "pate-gan")  # Fed-Avg GAN's clients keep no critic
+
+
+def _answer(config: RunConfig, partition_id: int, content: RecordDict) -> RecordDict:
+    """The session of the node's strategy answers (``serve`` checked the message type against
+    the policy, and the policy set ``config.strategy``)."""
+    return SESSIONS[config.strategy](config, partition_id).answer(content)
 
 
 def _warm_start(config: RunConfig, partition_id: int, content: RecordDict) -> RecordDict:
-    """PATE-GAN teachers warm-start their classifier; every other client its WGAN critic."""
-    if config.strategy == "pate-gan":
-        return teacher_session(config, partition_id).warm_start(content)
-    return ClientSession(config, partition_id).warm_start(content)
+    """The strategy's warm-start session (a WGAN critic, or PATE-GAN's classifier) trains."""
+    return WARM_START_SESSIONS[config.strategy](config, partition_id).warm_start(content)
 
 
 HANDLERS: dict[str, Handler] = {
-    protocol.QUERY: lambda c, p, r: ClientSession(c, p).answer(r),
-    protocol_fedavg.QUERY: lambda c, p, r: FedAvgClient(c, p).answer(r),
-    protocol_datalens.QUERY: lambda c, p, r: DataLensTeacher(c, p).answer(r),
-    protocol_pate.QUERY: lambda c, p, r: PateTeacher(c, p).answer(r),
-    protocol.WARM_START: _warm_start,
+    **{entry.query: _answer for entry in ALGORITHMS.values()},
+    WARM_START: _warm_start,
 }
 MESSAGE_TYPES = tuple(HANDLERS)
 
 
 def allowed_message_types(policy: NodePolicy) -> tuple[str, ...]:
-    warm = (protocol.WARM_START,) if policy.strategy in WARM_STARTED else ()
-    return (QUERY_TYPES[policy.strategy], *warm)
+    served = algorithm(policy.strategy)
+    return (served.query, *((WARM_START,) if served.warm_started else ()))
 
 
 def requested_batch(message_type: str, content: RecordDict) -> int:
@@ -86,7 +86,7 @@ def serve(
             f"policy), not '{message_type}'"
         )
     config = policy.applied_to(config)
-    if message_type != protocol.WARM_START:
+    if message_type != WARM_START:
         batch = requested_batch(message_type, content)
         policy.check_request(config.noise_multiplier, batch)
     client_id = client_id_of(config, partition_id)

@@ -12,19 +12,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from fedgs import protocol
 from fedgs.client.state_store import ClientStateStore
-from fedgs.data import FederatedDataset, load_federated
 from fedgs.device import resolve_device, secret_generator
 from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.sanitizer import NonFiniteGradientError, SanitizedGradient, sanitize
 from fedgs.run_config import RunConfig
+from fedgs.run_data import dataset_for, state_dir_for
 from fedgs.training.critic import PrivateCritic
 
 logger = logging.getLogger(__name__)
@@ -32,24 +30,6 @@ logger = logging.getLogger(__name__)
 
 class RequestRefused(ValueError):
     """The client will not serve this request; the message is the reason sent back."""
-
-
-@lru_cache(maxsize=4)
-def _dataset(
-    name: str, data_dir: str, labels: str, num_clients: int, seed: int
-) -> FederatedDataset:
-    """Loaded once per process (Ray actors serve many clients; the data are memory-mapped)."""
-    return load_federated(
-        name, data_dir or None, labels=labels, num_clients=num_clients or None, seed=seed
-    )
-
-
-def dataset_for(config: RunConfig) -> FederatedDataset:
-    return _dataset(config.dataset, config.data_dir, config.labels, config.num_clients, config.seed)
-
-
-def state_dir_for(config: RunConfig) -> Path:
-    return Path(config.state_dir) if config.state_dir else Path(config.run_dir) / "client-state"
 
 
 def client_id_of(config: RunConfig, partition_id: int) -> str:

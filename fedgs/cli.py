@@ -20,7 +20,7 @@ _SUBCOMMAND_MODULES: tuple[str, ...] = (
     "fedgs.training.cli",
     "fedgs.simulations.cli",
     "fedgs.deploy.cli",
-    "fedgs.debugging.cli",
+    "fedgs.simulations.debug_cli",
     "fedgs.evaluation.cli",
 )
 

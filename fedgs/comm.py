@@ -14,9 +14,6 @@ PIXELS = 784
 FLOAT32_BYTES = 4
 LABEL_BYTES = 8  # int64 labels
 
-# Table of the GS-WGAN paper (bytes per generator update, one client): what each system sends.
-PAPER_BYTES = {"gswgan": 1.50e5, "fedavg-gan": 3.94e7}
-
 
 def message_bytes(message: Message) -> int:
     """Bytes of the message as Flower serializes it."""

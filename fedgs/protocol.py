@@ -22,10 +22,10 @@ import numpy as np
 import torch
 
 from fedgs import wire
+from fedgs.algorithms import ALGORITHMS
 from fedgs.privacy.sanitizer import SanitizedGradient
 
-QUERY = "train.gswgan"
-WARM_START = "train.warmstart"
+QUERY = ALGORITHMS["gswgan"].query
 
 FAKES, IMAGES, LABELS = "fakes", "images", "labels"
 SANITIZED, GRADIENT = "sanitized", "gradient"

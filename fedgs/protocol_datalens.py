@@ -15,9 +15,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from fedgs.algorithms import ALGORITHMS
 from fedgs.protocol import PIXELS, ProtocolError
 
-QUERY = "train.datalens"
+QUERY = ALGORITHMS["datalens"].query
 VOTES, MASK, SIGNS = "votes", "mask", "signs"
 MASK_BYTES = PIXELS // 8  # 784 bits, no padding
 

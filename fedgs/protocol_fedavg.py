@@ -16,9 +16,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from fedgs import wire
+from fedgs.algorithms import ALGORITHMS
 from fedgs.protocol import ProtocolError
 
-QUERY = "train.fedavggan"
+QUERY = ALGORITHMS["fedavg-gan"].query
 CRITIC, DELTA = "critic", "delta"
 
 

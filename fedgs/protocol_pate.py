@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedgs.algorithms import ALGORITHMS
 from fedgs.protocol import ProtocolError
 
-QUERY = "train.pategan"
+QUERY = ALGORITHMS["pate-gan"].query
 BALLOT = "ballot"
 VOTES, REAL = "votes", "real"
 

@@ -13,9 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
+from fedgs.algorithms import STRATEGIES
 from fedgs.training.hparams import FedAvgGANConfig, GSWGANConfig
-
-STRATEGIES = ("gswgan", "fedavg-gan", "datalens", "pate-gan")
 
 
 def coerce(value: Any, default: Any, key: str, source: str = "run-config") -> Any:

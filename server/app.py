@@ -12,18 +12,8 @@ from typing import Any
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from fedgs.algorithms import algorithm
 from fedgs.run_config import RunConfig
-from fedgs.server.datalens_run import DataLensRun
-from fedgs.server.fedavg_run import FedAvgGANRun
-from fedgs.server.pate_run import PateGANRun
-from fedgs.server.run import GSWGANRun
-
-RUNS = {
-    "gswgan": GSWGANRun,
-    "fedavg-gan": FedAvgGANRun,
-    "datalens": DataLensRun,
-    "pate-gan": PateGANRun,
-}
 
 
 def build_server_app(
@@ -35,12 +25,10 @@ def build_server_app(
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        if grid_poll_seconds is not None:
-            from fedgs.simulations.fast_engine import tune_grid
-
-            tune_grid(grid, grid_poll_seconds)
+        if grid_poll_seconds is not None and hasattr(grid, "pull_interval"):
+            grid.pull_interval = grid_poll_seconds  # the simulation's in-memory grid only
         config = RunConfig.from_user_config(context.run_config, fixed)
-        RUNS[config.strategy](config).run(grid)
+        algorithm(config.strategy).run_class()(config).run(grid)
 
     return app
 

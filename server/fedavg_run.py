@@ -17,7 +17,7 @@ import torch
 from flwr.serverapp import Grid
 
 from fedgs.privacy import FedAvgLedger
-from fedgs.privacy.events import ADD_REMOVE
+from fedgs.privacy.threat_models import ADD_REMOVE
 from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import CHECKPOINT_NAME, restore_sampler
 from fedgs.server.fedavg_strategy import FedAvgGANStrategy

@@ -25,15 +25,15 @@ from flwr.app import ArrayRecord, ConfigRecord
 from flwr.serverapp import Grid
 from tqdm.auto import tqdm
 
-from fedgs.client.session import dataset_for
 from fedgs.comm import message_bytes
 from fedgs.device import resolve_device
 from fedgs.metrics import GeneratorScores, save_class_grid
 from fedgs.metrics.evaluator import GeneratorEvaluator
 from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.client_sampling import ClientSampling
-from fedgs.privacy.events import REPLACE_ONE
+from fedgs.privacy.threat_models import REPLACE_ONE
 from fedgs.run_config import RunConfig
+from fedgs.run_data import dataset_for
 from fedgs.server.checkpoint import (
     ServerState,
     load_checkpoint,

@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from flwr.serverapp import Grid
 
-from fedgs.privacy.events import REPLACE_ONE
 from fedgs.privacy.teacher_events import TeacherKind
 from fedgs.privacy.teacher_ledger import TeacherLedger
+from fedgs.privacy.threat_models import REPLACE_ONE
 from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import CHECKPOINT_NAME, restore_sampler
 from fedgs.server.run import FederatedRun, wait_for_nodes

@@ -25,8 +25,9 @@ from flwr.serverapp import Grid
 from tqdm.auto import tqdm
 
 from fedgs import protocol
-from fedgs.client.session import state_dir_for
+from fedgs.algorithms import WARM_START
 from fedgs.run_config import RunConfig
+from fedgs.run_data import state_dir_for
 from fedgs.server.replies import NodeIdentities
 from fedgs.server.silence import require_warm_clients
 from fedgs.training.run_dir import write_atomic
@@ -67,7 +68,7 @@ class WarmStartProgress:
 
 def _request(node: int, steps: int) -> Message:
     content = RecordDict({protocol.WARM_START_CONFIG: ConfigRecord({protocol.STEPS: steps})})
-    return Message(content, dst_node_id=node, message_type=protocol.WARM_START)
+    return Message(content, dst_node_id=node, message_type=WARM_START)
 
 
 def _fail(progress: WarmStartProgress, reason: str) -> None:

@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from fedgs.algorithms import algorithm
 from fedgs.run_config import RunConfig
 from fedgs.simulations.simulate import EngineOptions, run_simulation
 
@@ -136,7 +137,6 @@ def _models(config: RunConfig) -> str:
 def measure(
     base: RunConfig, out: Path, options: EngineOptions, variants: tuple[Variant, ...] = VARIANTS
 ) -> list[dict]:
-    from fedgs.comm import PAPER_BYTES
 
     rows = []
     for variant in variants:
@@ -165,7 +165,7 @@ def measure(
                 "total_bytes_per_client": round(down + up),
                 "analytic_float32_bytes": analytic,
                 "measured_over_analytic": round((down + up) / analytic, 4),
-                "paper_table_bytes": PAPER_BYTES.get(variant.strategy),
+                "paper_table_bytes": algorithm(variant.strategy).paper_bytes,
                 "client_updates": clients,
             }
             | _epsilon(Path(config.run_dir))

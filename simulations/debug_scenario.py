@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedgs.algorithms import algorithm
 from fedgs.data import DataError, FederatedDataset, load_federated
 from fedgs.data.federated import ClientArrays, read_client_arrays, save_federated
 from fedgs.debugging.bug import choose_buggy
@@ -59,12 +60,6 @@ GAN_GROUPS = (SUSPECTED, NORMAL)
 SANITY_IMAGES = 2000
 GRID_PER_CLASS = 8
 # the run-config key of each strategy's noise setting, named in the report
-NOISE_KEYS = {
-    "gswgan": "noise-multiplier",
-    "fedavg-gan": "fedavg-noise-multiplier",
-    "datalens": "datalens-noise-std",
-    "pate-gan": "pate-laplace-scale",
-}
 
 
 class ScenarioError(ValueError):
@@ -292,7 +287,7 @@ def run_scenario(options: ScenarioOptions, gan: RunConfig, engine: EngineOptions
         if generated[NORMAL] == 0
         else generated[SUSPECTED] >= DETECTION_BAR * generated[NORMAL]
     )
-    noise_key = NOISE_KEYS.get(gan.strategy, "noise-multiplier")
+    noise_key = algorithm(gan.strategy).noise_key
     summary = {
         "seed": options.seed,
         "options": asdict(options),

@@ -6,8 +6,9 @@ once per node: O(K) lock acquisitions for K virtual nodes), and the ServerApp's 
 sleeps 0.1 s between pulls of replies. With a generator step of ~0.3 s on a CPU, that floor alone
 costs a third of the throughput. This module is a contribution-style patch: ``install`` swaps the
 engine's sweep (``vce_api.add_messages_to_queue``, looked up at call time) for one that sweeps
-only the nodes with pending messages, every ``poll_seconds``; ``tune_grid`` shortens the grid's
-pull interval. Both keep Flower's semantics (every message delivered once, in order per node).
+only the nodes with pending messages, every ``poll_seconds``; the ServerApp shortens its grid's
+pull interval itself (``server.app.build_server_app(grid_poll_seconds=...)``). Both keep Flower's
+semantics (every message delivered once, in order per node).
 """
 
 from __future__ import annotations
@@ -53,9 +54,3 @@ def install(poll_seconds: float) -> None:
     from flwr.server.superlink.fleet.vce import vce_api
 
     vce_api.add_messages_to_queue = _sweep_pending(poll_seconds)
-
-
-def tune_grid(grid: Any, poll_seconds: float) -> None:
-    """Shorten the in-memory grid's pull interval (a deployment's grid has none: no-op)."""
-    if hasattr(grid, "pull_interval"):
-        grid.pull_interval = poll_seconds

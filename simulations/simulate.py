@@ -49,7 +49,7 @@ def backend_config(options: EngineOptions, gpus_per_client: float = 0.0) -> dict
 
 
 def num_supernodes(config: RunConfig) -> int:
-    from fedgs.client.session import dataset_for
+    from fedgs.run_data import dataset_for
 
     return dataset_for(config).num_clients
 

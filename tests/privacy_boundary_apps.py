@@ -21,9 +21,9 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedgs import protocol, protocol_datalens, protocol_fedavg
 from fedgs.client.app import build_client_app
-from fedgs.client.session import state_dir_for
 from fedgs.privacy.policy import NodePolicy
 from fedgs.run_config import RunConfig
+from fedgs.run_data import state_dir_for
 from fedgs.server.run import wait_for_nodes
 
 

@@ -75,7 +75,7 @@ def test_corrupted_replies_are_dropped_logged_and_leave_the_generator_unchanged(
     run_dir = tmp_path / "tampered"
     _run(
         deployment,
-        Components("fedgs.deploy.apps:server_app", "deploy_apps:tampering_client"),
+        Components("fedgs.server.deploy_app:server_app", "deploy_apps:tampering_client"),
         run_dir,
         steps=2,
         **{"clients-per-step": NODES},

@@ -26,12 +26,12 @@ from deploy_support import (
     wait_for,
 )
 
-from fedgs.client.session import dataset_for
 from fedgs.deploy import control, processes, topology
 from fedgs.deploy.certs import generate_node_keys
 from fedgs.deploy.launcher import LocalDeployment, LocalOptions, RunResult, free_port
 from fedgs.privacy import PrivacyLedger
 from fedgs.run_config import RunConfig
+from fedgs.run_data import dataset_for
 
 pytestmark = pytest.mark.slow
 

@@ -41,6 +41,23 @@ def test_clipped_delta_norm_never_exceeds_the_bound(scale: float, clip: float, s
         assert np.dot(flat, orig) / (np.linalg.norm(flat) * np.linalg.norm(orig)) > 1 - 1e-9
 
 
+def test_clip_and_noise_scale_equal_flowers_building_blocks() -> None:
+    """fedgs/privacy stays framework-free; Flower's DP helpers are the reference it must equal."""
+    from flwr.supercore.differential_privacy import clip_inputs_inplace, compute_stdv, get_norm
+
+    rng = np.random.default_rng(0)
+    for scale in (1e-3, 1.0, 50.0):
+        delta = [rng.standard_normal(s) * scale for s in [(3, 4), (5,), (2,)]]
+        flowers = [a.copy() for a in delta]
+        clip_inputs_inplace(flowers, 0.1)
+        ours, norm = clip_delta(delta, 0.1)
+        assert norm == pytest.approx(get_norm(delta), rel=1e-12)
+        for a, b in zip(ours, flowers, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+    out = noisy_mean([], [(200_000,)], 0.1, 2.0, 4)[0].astype(np.float64)
+    assert out.std() == pytest.approx(compute_stdv(2.0, 0.1, 4), rel=0.02)
+
+
 def test_non_finite_delta_is_refused_not_clipped() -> None:
     with pytest.raises(NonFiniteDeltaError):
         clip_delta([np.array([1.0, np.nan], dtype=np.float32)], 0.1)

@@ -29,12 +29,13 @@ from fedgs.client import gate
 from fedgs.client.datalens_session import DataLensTeacher
 from fedgs.client.fedavg_session import FedAvgClient
 from fedgs.client.pate_session import PateTeacher, teacher_session
-from fedgs.client.session import ClientSession, RequestRefused, state_dir_for
+from fedgs.client.session import ClientSession, RequestRefused
 from fedgs.client.state_store import ClientStateStore
 from fedgs.data.federated import ClientArrays, save_federated
 from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
 from fedgs.run_config import RunConfig
+from fedgs.run_data import state_dir_for
 from fedgs.training.fedavg_gan import build_critic
 
 TINY = {"generator_width": 4, "critic_width": 4, "batch_size": 8, "critic_steps": 2}

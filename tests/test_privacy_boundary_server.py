@@ -19,10 +19,10 @@ from flower_apps import simulate
 from privacy_boundary_server_apps import CLAIMS, claiming_client_app, gswgan_server_app
 
 from fedgs.client.app import build_client_app
-from fedgs.client.session import dataset_for, state_dir_for
 from fedgs.client.state_store import ClientStateStore
 from fedgs.privacy import PrivacyLedger
 from fedgs.run_config import RunConfig
+from fedgs.run_data import dataset_for, state_dir_for
 from fedgs.server.checkpoint import LEDGER_NAME
 from fedgs.server.fedavg_run import FedAvgGANRun
 from fedgs.server.run import GSWGANRun

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedgs.client.session import dataset_for
 from fedgs.data import load_federated
 from fedgs.data.cache import CACHE_ENV
 from fedgs.data.federated import ClientArrays, read_client_arrays
@@ -23,6 +22,7 @@ from fedgs.data.writer_split import (
     split_writers,
 )
 from fedgs.run_config import RunConfig
+from fedgs.run_data import dataset_for
 
 FEMNIST = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "femnist_leaf"
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import torch
 
+from fedgs.algorithms import algorithm
+
 CLASS_NAMES = string.digits + string.ascii_uppercase + string.ascii_lowercase  # LEAF label order
 
 
@@ -70,7 +72,7 @@ def privacy_digest(privacy: dict[str, Any]) -> dict[str, Any]:
     infinite, missing or void (fixed sampling seed) epsilon becomes None with the run's note."""
     epsilons = {}
     relation = privacy.get(
-        "neighbouring", "add-remove" if privacy.get("strategy") == "fedavg-gan" else "replace-one"
+        "neighbouring", algorithm(privacy.get("strategy", "gswgan")).neighbouring
     )
     blocks = sorted(privacy.items(), key=lambda item: item[0] != "untrusted_server")
     for name, block in blocks:  # the untrusted-server guarantee first: the papers' threat model

@@ -33,9 +33,9 @@ class Components:
     clientapp: str
 
 
-# PROMPT: the ServerApp checks for replies every 50 ms instead of 3 s (fedgs.deploy.apps);
+# PROMPT: the ServerApp checks for replies every 50 ms instead of 3 s (fedgs.server.deploy_app);
 # PLAIN: the ServerApp exactly as `flwr run .` names it. The ClientApp is the same in both.
-PROMPT = Components("fedgs.deploy.apps:server_app", "fedgs.client.app:app")
+PROMPT = Components("fedgs.server.deploy_app:server_app", "fedgs.client.app:app")
 PLAIN = Components("fedgs.server.app:app", "fedgs.client.app:app")
 
 

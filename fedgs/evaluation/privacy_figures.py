@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from fedgs.algorithms import algorithm
 from fedgs.evaluation.run_files import RunFiles
 
 
@@ -37,9 +38,6 @@ class EpsilonFigure:
 
 VOID = "does NOT hold (fixed sampling seed)"
 
-# privacy.json files from before the relation was written: every strategy's own relation
-_DEFAULT_NEIGHBOURING = {"fedavg-gan": "add-remove"}
-
 _LABELS = {
     "untrusted-server": "run guarantee (max over clients)",
     "trusted-sampler": "trusted sampler (amplification by secret sampling)",
@@ -56,9 +54,8 @@ def run_figures(run: RunFiles) -> list[EpsilonFigure]:
     """
     privacy = run.privacy
     delta = float(privacy["delta"])
-    relation = privacy.get(
-        "neighbouring", _DEFAULT_NEIGHBOURING.get(privacy.get("strategy", ""), "replace-one")
-    )
+    # privacy.json files from before the relation was written: the strategy's own relation
+    relation = privacy.get("neighbouring", algorithm(run.strategy).neighbouring)
     figures = []
     for key, block in privacy.items():
         if not isinstance(block, dict) or "epsilon" not in block:

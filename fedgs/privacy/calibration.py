@@ -11,12 +11,8 @@ from typing import Literal
 from dp_accounting import dp_event
 
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, check_delta, get_accountant
-from fedgs.privacy.events import (
-    TRUSTED_SAMPLER,
-    UNTRUSTED_SERVER,
-    trusted_sampler_event,
-    untrusted_client_event,
-)
+from fedgs.privacy.events import trusted_sampler_event, untrusted_client_event
+from fedgs.privacy.threat_models import TRUSTED_SAMPLER, UNTRUSTED_SERVER
 
 Model = Literal["untrusted-server", "untrusted", "trusted-sampler"]
 DEFAULT_TOLERANCE = 1e-3

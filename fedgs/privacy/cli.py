@@ -120,15 +120,10 @@ def run(args: argparse.Namespace) -> int:
         get_accountant,
     )
     from fedgs.privacy.calibration import DEFAULT_TOLERANCE, calibrate_noise_multiplier
-    from fedgs.privacy.events import (
-        REPLACE_ONE,
-        TRUSTED_SAMPLER,
-        UNTRUSTED_SERVER,
-        trusted_sampler_event,
-        untrusted_client_event,
-    )
+    from fedgs.privacy.events import trusted_sampler_event, untrusted_client_event
     from fedgs.privacy.paper import PAPER_ACCOUNTANT, paper_epsilon
     from fedgs.privacy.sampling import simulate_query_counts
+    from fedgs.privacy.threat_models import REPLACE_ONE, TRUSTED_SAMPLER, UNTRUSTED_SERVER
 
     name = args.accountant or DEFAULT_ACCOUNTANT
     if name not in ACCOUNTANT_NAMES:

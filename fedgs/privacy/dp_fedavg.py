@@ -3,9 +3,11 @@
 Trusted-server model: clients send raw (bounded) deltas, the server clips each to L2 norm S,
 sums them, adds N(0, (z S)^2) per coordinate and divides by the *expected* number of clients
 m = qK (a fixed denominator, so a dropped client is just a zero delta and the sensitivity stays S).
-Clipping and the noise scale are Flower's building blocks (``flwr.supercore.differential_privacy``);
-the noise itself comes from a generator seeded from ``secrets``: Flower's helper draws from
-NumPy's global RNG, which anything in the process may have seeded.
+Clipping (flat clip over all arrays together) and the noise scale z S / m are the same as
+Flower's building blocks (``flwr.supercore.differential_privacy``; tests/test_fedavg_gan.py
+checks them against Flower's), written here in NumPy so the privacy math imports no framework.
+The noise comes from a generator seeded from ``secrets``: Flower's helper draws from NumPy's
+global RNG, which anything in the process may have seeded.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import secrets
 from collections.abc import Sequence
 
 import numpy as np
-from flwr.supercore.differential_privacy import clip_inputs_inplace, compute_stdv, get_norm
 
 Arrays = list[np.ndarray]
 
@@ -29,9 +30,10 @@ def clip_delta(delta: Sequence[np.ndarray], clip_norm: float) -> tuple[Arrays, f
     copied = [np.array(a, dtype=np.float64) for a in delta]
     if not all(np.isfinite(a).all() for a in copied):
         raise NonFiniteDeltaError("delta has non-finite entries")
-    norm = get_norm(copied)
-    if norm > 0:
-        clip_inputs_inplace(copied, clip_norm)
+    norm = float(np.sqrt(sum(float(np.sum(a * a)) for a in copied)))
+    if norm > clip_norm:
+        scale = clip_norm / norm
+        copied = [a * scale for a in copied]
     return copied, norm
 
 
@@ -51,7 +53,7 @@ def noisy_mean(
     if expected_clients <= 0:
         raise ValueError(f"expected_clients must be positive, got {expected_clients}")
     rng = rng or np.random.default_rng(secrets.randbits(128))
-    std = compute_stdv(noise_multiplier, clip_norm, expected_clients)  # type: ignore[arg-type]
+    std = noise_multiplier * clip_norm / expected_clients
     total = [np.zeros(shape, dtype=np.float64) for shape in shapes]
     for delta in clipped:
         for acc, part in zip(total, delta, strict=True):

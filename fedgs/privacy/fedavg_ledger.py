@@ -3,7 +3,7 @@
 Every round releases a noised average whether or not the sampled clients answered (a missing
 client is a zero delta), so the cost is counted per round, when the round is sent, keyed by the
 sampling rate q = m / K of that round (K may change in a deployment). Trusted-server model only
-(events.TRUSTED_SERVER), add/remove-one-client neighbouring (DP-FedAvg's fixed denominator).
+(threat_models.TRUSTED_SERVER), add/remove-one-client neighbouring (DP-FedAvg's fixed denominator).
 """
 
 from __future__ import annotations
@@ -15,13 +15,8 @@ from typing import Any
 from dp_accounting import dp_event
 
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
-from fedgs.privacy.events import (
-    ADD_REMOVE,
-    NEIGHBOURING,
-    THREAT_MODELS,
-    TRUSTED_SERVER,
-    fedavg_round_event,
-)
+from fedgs.privacy.events import fedavg_round_event
+from fedgs.privacy.threat_models import ADD_REMOVE, NEIGHBOURING, THREAT_MODELS, TRUSTED_SERVER
 
 
 class FedAvgLedger:

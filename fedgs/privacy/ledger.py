@@ -28,15 +28,17 @@ from fedgs.privacy.accountants import (
     get_accountant,
 )
 from fedgs.privacy.events import (
+    QueryKind,
+    gswgan_query_event,
+    trusted_sampler_event,
+    untrusted_client_event,
+)
+from fedgs.privacy.threat_models import (
     NEIGHBOURING,
     REPLACE_ONE,
     THREAT_MODELS,
     TRUSTED_SAMPLER,
     UNTRUSTED_SERVER,
-    QueryKind,
-    gswgan_query_event,
-    trusted_sampler_event,
-    untrusted_client_event,
 )
 
 # (clients sampled per step, population, noise multiplier, batch size)

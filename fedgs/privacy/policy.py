@@ -14,12 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from fedgs.run_config import STRATEGIES, RunConfig, coerce
+from fedgs.algorithms import STRATEGIES, algorithm
+from fedgs.privacy.threat_models import UNTRUSTED_SERVER
+from fedgs.run_config import RunConfig, coerce
 
 PREFIX = "policy-"
-# Strategies whose replies carry no client-side noise: their guarantee needs a trusted server or
-# aggregator, so an untrusted-server epsilon budget cannot be enforced on them.
-TRUSTED_AGGREGATOR = ("fedavg-gan", "datalens", "pate-gan")
 
 # Deployment defaults for keys a node config leaves out (README, "Node privacy policy"): a
 # default deployed GS-WGAN run (sigma 1.07, batch 32, 200 steps over 3 nodes: ~67 queries per
@@ -80,7 +79,10 @@ class NodePolicy:
                 f"node policy: policy-strategy must be one of {', '.join(STRATEGIES)}, "
                 f"got {strategy!r}"
             )
-        budget = 0.0 if strategy in TRUSTED_AGGREGATOR else DEFAULT_EPSILON_BUDGET
+        # replies of the other strategies carry no client-side noise: their guarantee needs a
+        # trusted server or aggregator, so no untrusted-server budget can be enforced on them
+        untrusted = algorithm(strategy).threat_model == UNTRUSTED_SERVER
+        budget = DEFAULT_EPSILON_BUDGET if untrusted else 0.0
         clip = DEFAULT_CLIP_NORM.get(strategy, RunConfig.clip_norm)
         return cls(strategy=strategy, clip_norm=clip, epsilon_budget=budget)
 

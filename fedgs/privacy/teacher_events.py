@@ -1,8 +1,9 @@
 """What one teacher (client) releases per step of the teacher-ensemble strategies, as events.
 
-Both strategies add their noise on the server (trusted aggregator, ``events.TRUSTED_AGGREGATOR``)
-and the unit of privacy is one client. Neighbouring datasets replace one client's data (the
-relation GS-WGAN uses too), which may change every vote that client casts:
+Both strategies add their noise on the server (trusted aggregator,
+``threat_models.TRUSTED_AGGREGATOR``) and the unit of privacy is one client. Neighbouring
+datasets replace one client's data (the relation GS-WGAN uses too), which may change every vote
+that client casts:
 
 - **DataLens TopAgg**: a teacher's vote is a B x 784 matrix with at most k entries of +-1 per row.
   Replacing the teacher's data changes a row by at most 2 sqrt(k) in L2 (same support, every

@@ -19,14 +19,14 @@ from collections import Counter
 from typing import Any
 
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
-from fedgs.privacy.events import (
+from fedgs.privacy.teacher_events import TeacherKind, step_event, teacher_client_event
+from fedgs.privacy.threat_models import (
     NEIGHBOURING,
     REPLACE_ONE,
     THREAT_MODELS,
     TRUSTED_AGGREGATOR,
     UNTRUSTED_SERVER,
 )
-from fedgs.privacy.teacher_events import TeacherKind, step_event, teacher_client_event
 
 Signature = tuple[tuple[TeacherKind, int], ...]
 _FORMAT_VERSION = 2

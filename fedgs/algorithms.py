@@ -1,0 +1,125 @@
+"""The algorithm registry: what each strategy is, in one place (issue 19).
+
+Every place that used to branch on a strategy name reads its entry here instead: the run config's
+choices, the message types a client serves, the node policy's default budget, the threat model
+and neighbouring relation its epsilon is reported under, the noise key the debugging report
+quotes, the paper's bytes per update for the communication table, and the server run that
+drives it and the client session that answers it ("module:attr" strings, so the core never
+imports the server or client layer).
+
+Light on purpose (no torch, no Flower): ``fedgs --help`` and the run config import it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from fedgs.privacy.threat_models import (
+    ADD_REMOVE,
+    REPLACE_ONE,
+    TRUSTED_AGGREGATOR,
+    TRUSTED_SERVER,
+    UNTRUSTED_SERVER,
+)
+
+WARM_START = "train.warmstart"  # the warm-start message type every warm-started client serves
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One strategy's public facts."""
+
+    name: str  # the run-config ``strategy`` value
+    query: str  # the Flower message type of its per-step request
+    threat_model: str  # of its headline epsilon
+    neighbouring: str  # relation its epsilon is stated for: REPLACE_ONE or ADD_REMOVE
+    noise_key: str  # the run-config key of its noise scale
+    server_run: str  # "module:attr" of the server run class that drives it
+    client_session: str  # "module:attr": (run config, partition id) -> object with .answer()
+    # "module:attr": (run config, partition id) -> object with .warm_start(), for clients that
+    # keep a critic (or classifier) warm-started before step 1; None: no warm start
+    warm_start_session: str | None
+    paper_bytes: float | None = None  # bytes per generator update in the paper's protocol
+
+    @property
+    def warm_started(self) -> bool:
+        return self.warm_start_session is not None
+
+    def run_class(self) -> Any:
+        """The server run class (imported on demand: the server layer needs Flower)."""
+        return _load(self.server_run)
+
+    def session_factory(self) -> Any:
+        """What builds the client's session for one query (imported on demand)."""
+        return _load(self.client_session)
+
+    def warm_start_factory(self) -> Any:
+        """What builds the client's session for the warm start (imported on demand)."""
+        if self.warm_start_session is None:
+            raise ValueError(f"{self.name} clients are not warm-started")
+        return _load(self.warm_start_session)
+
+
+def _load(target: str) -> Any:
+    module, attr = target.split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+ALGORITHMS: dict[str, Algorithm] = {
+    a.name: a
+    for a in (
+        Algorithm(
+            "gswgan",
+            "train.gswgan",
+            UNTRUSTED_SERVER,
+            REPLACE_ONE,
+            noise_key="noise-multiplier",
+            server_run="fedgs.server.run:GSWGANRun",
+            client_session="fedgs.client.session:ClientSession",
+            warm_start_session="fedgs.client.session:ClientSession",
+            paper_bytes=1.50e5,
+        ),
+        Algorithm(
+            "fedavg-gan",
+            "train.fedavggan",
+            TRUSTED_SERVER,
+            ADD_REMOVE,
+            noise_key="fedavg-noise-multiplier",
+            server_run="fedgs.server.fedavg_run:FedAvgGANRun",
+            client_session="fedgs.client.fedavg_session:FedAvgClient",
+            warm_start_session=None,  # its clients keep no critic between rounds
+            paper_bytes=3.94e7,
+        ),
+        Algorithm(
+            "datalens",
+            "train.datalens",
+            TRUSTED_AGGREGATOR,
+            REPLACE_ONE,
+            noise_key="datalens-noise-std",
+            server_run="fedgs.server.datalens_run:DataLensRun",
+            client_session="fedgs.client.datalens_session:DataLensTeacher",
+            warm_start_session="fedgs.client.session:ClientSession",  # its teachers are critics
+        ),
+        Algorithm(
+            "pate-gan",
+            "train.pategan",
+            TRUSTED_AGGREGATOR,
+            REPLACE_ONE,
+            noise_key="pate-laplace-scale",
+            server_run="fedgs.server.pate_run:PateGANRun",
+            client_session="fedgs.client.pate_session:PateTeacher",
+            warm_start_session="fedgs.client.pate_session:teacher_session",  # a classifier
+        ),
+    )
+}
+STRATEGIES: tuple[str, ...] = tuple(ALGORITHMS)
+
+
+def algorithm(name: str) -> Algorithm:
+    """The registry entry of ``name``; a clear error naming the known strategies otherwise."""
+    try:
+        return ALGORITHMS[name]
+    except KeyError:
+        raise ValueError(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})") from None

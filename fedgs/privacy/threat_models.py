@@ -1,0 +1,40 @@
+"""The threat models and neighbouring relations every epsilon is stated for, as plain names.
+
+A light module (no accountant imported): the algorithm registry and the command line read these
+names, and the accountants and ledgers (``events``) attach them to every figure.
+"""
+
+from __future__ import annotations
+
+UNTRUSTED_SERVER = "untrusted-server"
+TRUSTED_SAMPLER = "trusted-sampler"
+TRUSTED_SERVER = "trusted-server"
+TRUSTED_AGGREGATOR = "trusted-aggregator"
+THREAT_MODELS: dict[str, str] = {
+    UNTRUSTED_SERVER: (
+        "the server knows which client it asked: no amplification by subsampling; a client's "
+        "epsilon composes exactly the queries it answered (the GS-WGAN paper's threat model)"
+    ),
+    TRUSTED_SAMPLER: (
+        "assumes the server samples clients uniformly and keeps the choice secret: amplification "
+        "by subsampling with q = clients per step / clients; NOT an untrusted-server guarantee"
+    ),
+    TRUSTED_SERVER: (
+        "DP-FedAvg (Fed-Avg GAN): clients send unnoised critic deltas; the server is trusted to "
+        "clip them, add the noise and keep its Poisson sampling secret (q = m / K per round)"
+    ),
+    TRUSTED_AGGREGATOR: (
+        "teacher ensembles (DataLens TopAgg, PATE-GAN): clients send unnoised votes; the server is "
+        "trusted to aggregate them and add the noise before anything is used; a client's epsilon "
+        "composes every step it was asked in (no amplification by subsampling claimed)"
+    ),
+}
+
+
+# The neighbouring relation each figure is stated for: user-level (one client = one writer).
+REPLACE_ONE = "replace-one"
+ADD_REMOVE = "add-remove"
+NEIGHBOURING: dict[str, str] = {
+    REPLACE_ONE: "replace one client: all of one writer's data changed (datasets of equal size)",
+    ADD_REMOVE: "add or remove one client: all of one writer's data present or absent",
+}

@@ -1,0 +1,40 @@
+"""The algorithm registry is the one place strategies are named (issue 19): every layer that
+serves, drives or reports a strategy reads its entry, and an unknown name fails clearly."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedgs.algorithms import ALGORITHMS, STRATEGIES, WARM_START, algorithm
+from fedgs.client import gate
+from fedgs.privacy.policy import NodePolicy
+from fedgs.privacy.threat_models import NEIGHBOURING, THREAT_MODELS, UNTRUSTED_SERVER
+from fedgs.run_config import RunConfig
+from fedgs.server.run import FederatedRun
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_every_entry_is_served_driven_and_reported(name: str) -> None:
+    entry = algorithm(name)
+    assert issubclass(entry.run_class(), FederatedRun)  # the server drives it
+    assert entry.query in gate.HANDLERS  # a client session answers its query
+    served = gate.allowed_message_types(NodePolicy.deployment_default(name))
+    assert served == ((entry.query, WARM_START) if entry.warm_started else (entry.query,))
+    assert entry.threat_model in THREAT_MODELS and entry.neighbouring in NEIGHBOURING
+    assert entry.noise_key.replace("-", "_") in RunConfig.__dataclass_fields__
+    assert RunConfig(strategy=name).strategy == name
+    budget = NodePolicy.deployment_default(name).epsilon_budget
+    assert (budget > 0) == (entry.threat_model == UNTRUSTED_SERVER)
+
+
+def test_message_types_are_distinct_and_the_warm_start_is_shared() -> None:
+    queries = [a.query for a in ALGORITHMS.values()]
+    assert len(set(queries)) == len(queries) and WARM_START not in queries
+    assert set(gate.MESSAGE_TYPES) == {*queries, WARM_START}
+
+
+def test_an_unknown_strategy_names_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="unknown strategy 'gan2'.*gswgan, fedavg-gan"):
+        algorithm("gan2")
+    with pytest.raises(ValueError, match="unknown strategy"):
+        RunConfig(strategy="gan2")
