@@ -144,7 +144,8 @@ def warm_start_clients(
             for message_id in expired:
                 del pending[message_id]
                 _fail(progress, f"a node: no reply in {config.reply_timeout:g} s")
-            bar.update(refused + len(replies) + len(expired))
+            if settled := refused + len(replies) + len(expired):
+                bar.update(settled)  # not update(0): it redraws the bar on every 10 ms poll
             progress.seconds = earlier + time.monotonic() - started
             if time.monotonic() - saved > SAVE_EVERY_SECONDS:
                 progress.save(run_dir)
