@@ -3,7 +3,8 @@
 Flower's ``send_and_receive`` sleeps 3 s between checks for replies; a GS-WGAN step waits for
 one reply, so that sleep alone was ~1.5 s of every step on average. ``server_app`` runs
 ``fedgs.server.app:app`` unchanged on :class:`PromptGrid`, which checks every 50 ms (one small
-HTTPS request to the SuperLink). The ClientApp needs no wrapper: see
+HTTPS request to the SuperLink), and its reply objects are pulled without Flower's 1 s first
+backoff (fedgs.deploy.flower_waits). The ClientApp needs no wrapper: see
 :mod:`fedgs.deploy.superexec` for how its processes start warm.
 """
 
@@ -14,6 +15,8 @@ from collections.abc import Iterable
 
 from flwr.app import Context, Message
 from flwr.serverapp import Grid, ServerApp
+
+from fedgs.deploy.flower_waits import shorten_object_pulls
 
 POLL_INTERVAL = 0.05
 
@@ -70,4 +73,5 @@ server_app = ServerApp()
 def _main(grid: Grid, context: Context) -> None:
     from fedgs.server.app import app
 
+    shorten_object_pulls()  # replies' objects are fetched 20 ms, not 1 s, after a miss
     app(PromptGrid(grid), context)

@@ -39,8 +39,8 @@ def _argv(service: dict) -> list[str]:
 
 def _skeleton(argv: list[str]) -> list[str]:
     """The command line with addresses, ports and folders set aside: what must agree."""
-    if argv[:3] == ["python", "-m", "fedgs.deploy.supernode"]:  # runs flower-supernode, patient
-        argv = ["flower-supernode", *argv[3:]]
+    if argv[:3] == ["python", "-m", "fedgs.deploy.supernode"]:  # runs it, patient
+        argv = ["python", "-m", topology.PROMPT_SUPERNODE, *argv[3:]]
     out = ["python" if argv[0] in ("python", sys.executable) else argv[0]]
     for previous, token in zip(argv, argv[1:], strict=False):
         if previous in ("--host", "--port", "--private-host", "--private-port") or ADDRESS.match(

@@ -122,7 +122,7 @@ def _node_services(partition_id: int, nodes: int) -> dict[str, Any]:
         name: {
             "build": _build(),
             "image": IMAGE,
-            "entrypoint": ["python", "-m", "fedgs.deploy.supernode"],  # flower-supernode, patient
+            "entrypoint": ["python", "-m", "fedgs.deploy.supernode"],  # prompt, patient SuperNode
             "command": supernode[1:],
             "environment": topology.environment(),
             "volumes": [

@@ -189,6 +189,7 @@ class LocalDeployment:
                     self.options.policy,
                 ),
                 superexec_secret=node_secret,
+                python=sys.executable if self.options.warm else None,
             )
             commands[topology.executor_name(partition_id)] = topology.superexec_args(
                 runtime_api=f"{HOST}:{port}",

@@ -130,6 +130,9 @@ def superlink_args(
     ]
 
 
+PROMPT_SUPERNODE = "fedgs.deploy.prompt_supernode"
+
+
 def supernode_args(
     *,
     superlink: str,
@@ -140,9 +143,13 @@ def supernode_args(
     private_key: str | None,
     config: str,
     superexec_secret: str,
+    python: str | None = None,
 ) -> list[str]:
-    """``flower-supernode``: dials the SuperLink over TLS and signs its requests with its key."""
-    args = ["flower-supernode", "--superlink", superlink]
+    """``flower-supernode``: dials the SuperLink over TLS and signs its requests with its key.
+    With ``python``, under that interpreter with Flower's fixed waits shortened
+    (fedgs.deploy.prompt_supernode); else Flower's own."""
+    args = ["flower-supernode"] if python is None else [python, "-m", PROMPT_SUPERNODE]
+    args += ["--superlink", superlink]
     if security.tls:
         if ca_cert is None:
             raise ValueError("TLS is on but no CA certificate was given")

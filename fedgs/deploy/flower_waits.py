@@ -1,0 +1,78 @@
+"""Shorter fixed waits inside a deployment's Flower 1.41 processes, patched at process start.
+
+A deployed GS-WGAN step exchanges one small message per node, so Flower's fixed waits, not
+compute, made up most of its wall time (benchmarks/RESULTS.md, "Deployment latency"):
+  * the SuperNode sleeps 3 s after a pull that found no message, and 0.5 s per check while it
+    waits for the ClientApp's reply (``flwr.supernode.start_client_internal``, ``time.sleep(3)``
+    and ``time.sleep(0.5)``): a message arriving just after an empty pull waited up to 3 s;
+  * ``pull_objects`` (``flwr.supercore.inflatable.inflatable_utils``; SuperNode and ServerApp)
+    waits 1 s (``PULL_INITIAL_BACKOFF``, bound as the ``initial_backoff`` default) before
+    retrying an object that the SuperLink lists before its content has arrived.
+Flower 1.41 offers no setting for either. Each patch is one name in one Flower module, checked
+first: if the Flower internals it expects are not there (another Flower version),
+:class:`FlowerInternalsChanged` is raised and the process does not start, so an upgrade cannot
+silently drop the patch. The cost is idle polling: an idle SuperNode pulls every
+``EMPTY_PULL_WAIT`` s instead of every 3 s (measured in benchmarks/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from types import ModuleType
+
+from flwr.supercore.version import package_version
+
+FLOWER_VERSION = "1.41."  # the release whose internals these patches were written against
+EMPTY_PULL_WAIT = 0.25  # s after a SuperNode pull that found no message (Flower: 3)
+REPLY_WAIT = 0.02  # s between a SuperNode's checks for its ClientApp's reply (Flower: 0.5)
+PULL_INITIAL_BACKOFF = 0.02  # s before an unavailable object is pulled again (Flower: 1)
+
+
+class FlowerInternalsChanged(RuntimeError):
+    """The installed Flower lacks an internal that a wait patch replaces."""
+
+
+class _ShortSleeps:
+    """The ``time`` module as one Flower module sees it, with some fixed sleeps replaced."""
+
+    def __init__(self, replacements: dict[float, float]) -> None:
+        self._replacements = replacements
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(self._replacements.get(seconds, seconds))
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+
+def _require(condition: bool, what: str) -> None:
+    if not condition:
+        raise FlowerInternalsChanged(
+            f"fedgs.deploy.flower_waits expects Flower {FLOWER_VERSION}x internals: {what}; "
+            f"installed Flower is {package_version}. Review the patch for this version."
+        )
+
+
+def shorten_supernode_waits(module: ModuleType | None = None) -> None:
+    """Replace the SuperNode's 3 s empty-pull sleep and 0.5 s reply-wait sleep (``module``:
+    ``flwr.supernode.start_client_internal`` unless given, for tests)."""
+    if module is None:
+        from flwr.supernode import start_client_internal as module
+    source = inspect.getsource(module)
+    _require(package_version.startswith(FLOWER_VERSION), "its version")
+    _require(getattr(module, "time", None) is time, f"{module.__name__} imports time")
+    for call in ("time.sleep(3)", "time.sleep(0.5)"):
+        _require(call in source, f"{module.__name__} calls {call}")
+    module.time = _ShortSleeps({3: EMPTY_PULL_WAIT, 0.5: REPLY_WAIT})  # type: ignore[attr-defined]
+
+
+def shorten_object_pulls(pull_objects: object | None = None) -> None:
+    """Make ``pull_objects`` retry an unavailable object after ``PULL_INITIAL_BACKOFF`` s (it
+    still backs off exponentially up to Flower's cap); ``pull_objects`` given for tests."""
+    if pull_objects is None:
+        from flwr.supercore.inflatable.inflatable_utils import pull_objects
+    defaults = getattr(pull_objects, "__kwdefaults__", None) or {}
+    _require(package_version.startswith(FLOWER_VERSION), "its version")
+    _require("initial_backoff" in defaults, "pull_objects has a keyword initial_backoff")
+    defaults["initial_backoff"] = PULL_INITIAL_BACKOFF

@@ -1,0 +1,62 @@
+"""The Flower wait patches: applied to the installed Flower, refused on other internals."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from flwr.supercore.inflatable import inflatable_utils
+from flwr.supernode import start_client_internal
+
+from fedgs.deploy import flower_waits
+
+
+def _module(tmp_path: Path, source: str) -> ModuleType:
+    path = tmp_path / "fake_flower_module.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("fake_flower_module", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_supernode_waits_refused_without_the_expected_sleeps(tmp_path: Path) -> None:
+    module = _module(tmp_path, "import time\n\ndef loop():\n    time.sleep(1)\n")
+    with pytest.raises(flower_waits.FlowerInternalsChanged, match="time.sleep"):
+        flower_waits.shorten_supernode_waits(module)
+    assert module.time is time
+
+
+def test_supernode_waits_shortened_in_a_module_that_has_them(tmp_path: Path) -> None:
+    source = (
+        "import time\n\ndef empty_pull():\n    time.sleep(3)\n\ndef reply():\n    time.sleep(0.5)\n"
+    )
+    module = _module(tmp_path, source)
+    flower_waits.shorten_supernode_waits(module)
+    started = time.monotonic()
+    module.empty_pull()
+    module.reply()
+    assert time.monotonic() - started < 1.0
+    assert module.time.monotonic() > 0  # the rest of time is untouched
+
+
+def test_object_pull_backoff_refused_without_the_keyword() -> None:
+    def pull_objects(object_ids: list[str], *, backoff: float = 1) -> None:
+        del object_ids, backoff
+
+    with pytest.raises(flower_waits.FlowerInternalsChanged, match="initial_backoff"):
+        flower_waits.shorten_object_pulls(pull_objects)
+
+
+def test_patches_apply_to_the_installed_flower(monkeypatch: pytest.MonkeyPatch) -> None:
+    defaults = inflatable_utils.pull_objects.__kwdefaults__
+    monkeypatch.setattr(start_client_internal, "time", start_client_internal.time)  # restored
+    monkeypatch.setitem(defaults, "initial_backoff", defaults["initial_backoff"])  # restored
+    flower_waits.shorten_supernode_waits()
+    flower_waits.shorten_object_pulls()
+    assert isinstance(start_client_internal.time, flower_waits._ShortSleeps)
+    assert defaults["initial_backoff"] == flower_waits.PULL_INITIAL_BACKOFF
