@@ -202,5 +202,7 @@ def test_killed_serverapp_resumes_from_its_checkpoint(
     total = sum(server_ledger(run_dir).values())
     assert total == paid_at_kill + (10 - checkpoint)
     assert [int(r["step"]) for r in rows(run_dir)][-1] == 10
-    # the clients' own ledgers agree, up to the query in flight when the ServerApp died
-    assert sum(_paid_since(before, _ledgers(deployment))) - total in (0, 1)
+    # the clients' own ledgers agree, up to the query in flight when the ServerApp died: the
+    # server paid it when it sent it; its node recorded it only if it pulled it before the
+    # SuperLink failed the run (with the shortened SuperNode waits, either happens)
+    assert sum(_paid_since(before, _ledgers(deployment))) - total in (-1, 0)
