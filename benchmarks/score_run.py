@@ -39,10 +39,10 @@ def earlier_rows(path: Path, record: dict) -> list[dict]:
     """The rows of an earlier --json file, if the same instrument scored them: same options and
     writer split (its "real" calibration accuracies are retrained per invocation and may differ
     in the last digits; each row keeps the calibration it was scored with)."""
-    earlier = json.loads(path.read_text())["instrument"]
-    if any(earlier[key] != record[key] for key in ("options", "split")):
-        raise SystemExit(f"{path}: scored by another instrument ({earlier})")
-    return json.loads(path.read_text())["rows"]
+    earlier = json.loads(path.read_text())
+    if any(earlier["instrument"][key] != record[key] for key in ("options", "split")):
+        raise SystemExit(f"{path}: scored by another instrument ({earlier['instrument']})")
+    return earlier["rows"]
 
 
 def main() -> None:

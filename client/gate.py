@@ -10,6 +10,7 @@ happens before any state is read: it costs nothing and changes nothing.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from flwr.app import RecordDict
 
@@ -25,27 +26,26 @@ from fedgs.run_data import state_dir_for
 Handler = Callable[[RunConfig, int, RecordDict], RecordDict]
 
 
-# Every strategy's sessions, resolved from the registry once at import: a wrong "module:attr"
-# fails here, and a SuperExec that preloads this module forks ClientApps with them imported.
-SESSIONS = {name: entry.session_factory() for name, entry in ALGORITHMS.items()}
+def _answering(session: Callable[[RunConfig, int], Any]) -> Handler:
+    """The handler of one strategy's query: its session, built for the request, answers."""
+    return lambda config, partition_id, content: session(config, partition_id).answer(content)
+
+
+# Sessions resolved from the registry once, at import: a wrong "module:attr" fails here, and a
+# SuperExec that preloads this module forks ClientApps with every session imported.
 WARM_START_SESSIONS = {
     name: entry.warm_start_factory() for name, entry in ALGORITHMS.items() if entry.warm_started
 }
 
 
-def _answer(config: RunConfig, partition_id: int, content: RecordDict) -> RecordDict:
-    """The session of the node's strategy answers (``serve`` checked the message type against
-    the policy, and the policy set ``config.strategy``)."""
-    return SESSIONS[config.strategy](config, partition_id).answer(content)
-
-
 def _warm_start(config: RunConfig, partition_id: int, content: RecordDict) -> RecordDict:
-    """The strategy's warm-start session (a WGAN critic, or PATE-GAN's classifier) trains."""
+    """The strategy's warm-start session (a WGAN critic, or PATE-GAN's classifier) trains; the
+    policy set ``config.strategy``."""
     return WARM_START_SESSIONS[config.strategy](config, partition_id).warm_start(content)
 
 
 HANDLERS: dict[str, Handler] = {
-    **{entry.query: _answer for entry in ALGORITHMS.values()},
+    **{entry.query: _answering(entry.session_factory()) for entry in ALGORITHMS.values()},
     WARM_START: _warm_start,
 }
 MESSAGE_TYPES = tuple(HANDLERS)
