@@ -33,9 +33,9 @@ from pathlib import Path
 
 import torch
 
-from fedgs import protocol
 from fedgs.deploy.launcher import LocalDeployment, LocalOptions
 from fedgs.device import secret_generator
+from fedgs.protocols import common, gswgan
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for
 from fedgs.training.critic import PrivateCritic
@@ -87,27 +87,27 @@ def run_compute(a: argparse.Namespace, out: Path) -> dict[str, list[float]]:
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     config = RunConfig.from_user_config(_settings(a))
-    gswgan, device = config.gswgan(), torch.device("cpu")
+    settings, device = config.gswgan(), torch.device("cpu")
     dataset = dataset_for(config)
-    trainer = GeneratorTrainer(dataset.num_classes, gswgan, seed=config.seed, device=device)
+    trainer = GeneratorTrainer(dataset.num_classes, settings, seed=config.seed, device=device)
     critics = [
-        PrivateCritic(*dataset.client_train(k), dataset.num_classes, gswgan, k, device)
+        PrivateCritic(*dataset.client_train(k), dataset.num_classes, settings, k, device)
         for k in range(dataset.num_clients)
     ]
     noise = secret_generator(device)
-    bound = protocol.plausible_magnitude(gswgan.clip_norm, gswgan.noise_multiplier)
+    bound = gswgan.plausible_magnitude(settings.clip_norm, settings.noise_multiplier)
     wall, cpu = [], []
     started, cpu_started = time.perf_counter(), time.process_time()
     for step in range(a.steps):
         (query,) = trainer.propose(1)
-        fakes = protocol.decode_fakes(
-            protocol.encode_fakes(query.images, query.labels), dataset.num_classes
+        fakes = common.decode_fakes(
+            common.encode_fakes(query.images, query.labels), dataset.num_classes
         )
         critic = critics[step % len(critics)]
         critic.train_on(fakes.pairs())
         sanitized = critic.answer(fakes.images[-1], fakes.labels[-1], noise)
-        reply = protocol.encode_gradient(sanitized)
-        trainer.apply([protocol.decode_gradient(reply, gswgan.batch_size, bound)])
+        reply = gswgan.encode_gradient(sanitized)
+        trainer.apply([gswgan.decode_gradient(reply, settings.batch_size, bound)])
         wall.append(time.perf_counter() - started)
         cpu.append(time.process_time() - cpu_started)
     return {"compute": _differences(wall), "compute-cpu": _differences(cpu)}

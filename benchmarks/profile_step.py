@@ -20,11 +20,11 @@ from pathlib import Path
 
 import torch
 
-from fedgs import protocol
 from fedgs.client.state_store import ClientStateStore
 from fedgs.models.losses import _gradient_penalty, generator_upstream_gradient
 from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.sanitizer import sanitize
+from fedgs.protocols import common, gswgan
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for
 from fedgs.server.checkpoint import save_ledger
@@ -45,19 +45,19 @@ def median_ms(fn: Callable[[], object], repeats: int) -> float:
 def profile(config: RunConfig, repeats: int, state_dir: Path) -> list[dict]:
     """Rows (part, side, ms per call, calls per step) for one client per step."""
     dataset = dataset_for(config)
-    gswgan = config.gswgan()
-    n_dis, b = gswgan.critic_steps, gswgan.batch_size
-    trainer = GeneratorTrainer(dataset.num_classes, gswgan, seed=0)
-    critic = PrivateCritic(*dataset.client_train(0), dataset.num_classes, gswgan, seed=0)
+    settings = config.gswgan()
+    n_dis, b = settings.critic_steps, settings.batch_size
+    trainer = GeneratorTrainer(dataset.num_classes, settings, seed=0)
+    critic = PrivateCritic(*dataset.client_train(0), dataset.num_classes, settings, seed=0)
     query = trainer.propose(1)[0]
     trainer.apply([None])  # drop the pending graph: the parts below are timed alone
     fake, labels = query.images[-1], query.labels[-1]
     real, real_labels = critic._real_batch()
     noise = torch.Generator().manual_seed(1)
     grads = generator_upstream_gradient(critic.critic, fake, labels)
-    sanitized = sanitize(grads, gswgan.clip_norm, gswgan.noise_multiplier, noise)
-    fakes_wire = protocol.encode_fakes(query.images, query.labels, config.wire_dtype)
-    gradient_wire = protocol.encode_gradient(sanitized, config.wire_dtype)
+    sanitized = sanitize(grads, settings.clip_norm, settings.noise_multiplier, noise)
+    fakes_wire = common.encode_fakes(query.images, query.labels, config.wire_dtype)
+    gradient_wire = gswgan.encode_gradient(sanitized, config.wire_dtype)
     store = ClientStateStore(state_dir)
     state = {"critic_state": critic.state_dict(), "ledger": PrivacyLedger().to_json()}
     store.save("client-0", state)
@@ -80,12 +80,12 @@ def profile(config: RunConfig, repeats: int, state_dir: Path) -> list[dict]:
     ledger = PrivacyLedger()
     clients = [f"writer-{k}" for k in range(dataset.num_clients)]
     for client in clients:
-        ledger.record_query(client, gswgan.noise_multiplier, b)
+        ledger.record_query(client, settings.noise_multiplier, b)
     queried = iter(range(10**9))
 
     def ledger_record() -> None:
-        ledger.record_query(clients[next(queried) % len(clients)], gswgan.noise_multiplier, b)
-        ledger.record_step(1, dataset.num_clients, gswgan.noise_multiplier, b)
+        ledger.record_query(clients[next(queried) % len(clients)], settings.noise_multiplier, b)
+        ledger.record_step(1, dataset.num_clients, settings.noise_multiplier, b)
 
     generator_backward()
     parts: list[tuple[str, str, Callable[[], object], int]] = [
@@ -95,14 +95,14 @@ def profile(config: RunConfig, repeats: int, state_dir: Path) -> list[dict]:
         ("upstream gradient dD/dx", "client", lambda: generator_upstream_gradient(
             critic.critic, fake, labels), 1),
         ("sanitizer (clip + noise)", "client", lambda: sanitize(
-            grads, gswgan.clip_norm, gswgan.noise_multiplier, noise), 1),
-        ("critic built (ClientSession, before its state is loaded)", "client", lambda:
-         PrivateCritic(*dataset.client_train(0), dataset.num_classes, gswgan, seed=0), 1),
+            grads, settings.clip_norm, settings.noise_multiplier, noise), 1),
+        ("critic built (GSWGANSession, before its state is loaded)", "client", lambda:
+         PrivateCritic(*dataset.client_train(0), dataset.num_classes, settings, seed=0), 1),
         ("client state load", "client", lambda: store.load("client-0"), 1),
         ("client state save (fsync)", "client", lambda: store.save("client-0", state), 1),
-        ("decode fakes (validate)", "client", lambda: protocol.decode_fakes(
+        ("decode fakes (validate)", "client", lambda: common.decode_fakes(
             fakes_wire, dataset.num_classes), 1),
-        ("encode gradient", "client", lambda: protocol.encode_gradient(
+        ("encode gradient", "client", lambda: gswgan.encode_gradient(
             sanitized, config.wire_dtype), 1),
         ("G forward of the n_dis - 1 critic-only batches (no graph)", "server",
          critic_only_batches, 1),
@@ -110,9 +110,9 @@ def profile(config: RunConfig, repeats: int, state_dir: Path) -> list[dict]:
         ("  of which the forward", "server", answer_batch, 1),
         ("G Adam step", "server", trainer.optimizer.step, 1),
         ("G EMA update", "server", lambda: trainer.ema.update_parameters(trainer.generator), 1),
-        ("encode fakes", "server", lambda: protocol.encode_fakes(
+        ("encode fakes", "server", lambda: common.encode_fakes(
             query.images, query.labels, config.wire_dtype), 1),
-        ("decode gradient (validate)", "server", lambda: protocol.decode_gradient(
+        ("decode gradient (validate)", "server", lambda: gswgan.decode_gradient(
             gradient_wire, b), 1),
         ("ledger: record query and step", "server", ledger_record, 1),
         (f"ledger: run epsilon, max over {len(clients)} clients", "server", lambda:

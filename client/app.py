@@ -17,10 +17,10 @@ from typing import Any
 from flwr.app import Context, Error, Message
 from flwr.clientapp import ClientApp
 
-from fedgs import protocol
 from fedgs.client import gate
-from fedgs.client.session import RequestRefused
+from fedgs.client.common import RequestRefused
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
+from fedgs.protocols.common import ProtocolError
 from fedgs.run_config import RunConfig
 
 # Error codes of fedgs replies (Flower reserves small numbers for its own).
@@ -43,7 +43,7 @@ def _serve(
             policy,
             int(context.node_config["partition-id"]),
         )
-    except protocol.ProtocolError as error:
+    except ProtocolError as error:
         return Message(
             Error(code=ERROR_BAD_REQUEST, reason=f"bad request: {error}"), reply_to=message
         )

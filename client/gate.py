@@ -14,11 +14,11 @@ from typing import Any
 
 from flwr.app import RecordDict
 
-from fedgs import protocol, protocol_pate
 from fedgs.algorithms import ALGORITHMS, WARM_START, algorithm
-from fedgs.client.session import client_id_of
+from fedgs.client.common import client_id_of
 from fedgs.client.state_store import ClientStateStore
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
+from fedgs.protocols import common, pate_gan
 from fedgs.run_config import RunConfig
 from fedgs.run_data import state_dir_for
 
@@ -58,16 +58,8 @@ def allowed_message_types(policy: NodePolicy) -> tuple[str, ...]:
 
 def requested_batch(message_type: str, content: RecordDict) -> int:
     """The largest batch a query asks about, read from its arrays' shapes before decoding."""
-    keys = (protocol.FAKES, protocol_pate.BALLOT) if message_type == protocol_pate.QUERY else ()
-    batches = []
-    for key in keys or (protocol.FAKES,):
-        if key not in content.array_records:
-            raise protocol.ProtocolError(f"query is missing the '{key}' ArrayRecord")
-        record = content.array_records[key]
-        if protocol.LABELS not in record or len(record[protocol.LABELS].shape) != 2:
-            raise protocol.ProtocolError(f"'{key}' needs a {protocol.LABELS} array (n_dis, B)")
-        batches.append(int(record[protocol.LABELS].shape[1]))
-    return max(batches)
+    keys = (common.FAKES, pate_gan.BALLOT) if message_type == pate_gan.QUERY else (common.FAKES,)
+    return max(common.fake_batch_size(content, key) for key in keys)
 
 
 def serve(

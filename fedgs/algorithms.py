@@ -77,8 +77,8 @@ ALGORITHMS: dict[str, Algorithm] = {
             REPLACE_ONE,
             noise_key="noise-multiplier",
             server_run="fedgs.server.run:GSWGANRun",
-            client_session="fedgs.client.session:ClientSession",
-            warm_start_session="fedgs.client.session:ClientSession",
+            client_session="fedgs.client.gswgan_session:GSWGANSession",
+            warm_start_session="fedgs.client.gswgan_session:GSWGANSession",
             paper_bytes=1.50e5,
         ),
         Algorithm(
@@ -88,7 +88,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             ADD_REMOVE,
             noise_key="fedavg-noise-multiplier",
             server_run="fedgs.server.fedavg_run:FedAvgGANRun",
-            client_session="fedgs.client.fedavg_session:FedAvgClient",
+            client_session="fedgs.client.fedavg_gan_session:FedAvgClient",
             warm_start_session=None,  # its clients keep no critic between rounds
             paper_bytes=3.94e7,
         ),
@@ -100,7 +100,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             noise_key="datalens-noise-std",
             server_run="fedgs.server.datalens_run:DataLensRun",
             client_session="fedgs.client.datalens_session:DataLensTeacher",
-            warm_start_session="fedgs.client.session:ClientSession",  # its teachers are critics
+            warm_start_session="fedgs.client.critic_session:CriticSession",  # teachers are critics
         ),
         Algorithm(
             "pate-gan",
@@ -109,8 +109,8 @@ ALGORITHMS: dict[str, Algorithm] = {
             REPLACE_ONE,
             noise_key="pate-laplace-scale",
             server_run="fedgs.server.pate_run:PateGANRun",
-            client_session="fedgs.client.pate_session:PateTeacher",
-            warm_start_session="fedgs.client.pate_session:teacher_session",  # a classifier
+            client_session="fedgs.client.pate_gan_session:PateTeacher",
+            warm_start_session="fedgs.client.pate_gan_session:teacher_session",  # a classifier
         ),
     )
 }

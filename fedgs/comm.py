@@ -54,7 +54,7 @@ def datalens_protocol_bytes(
     batch_size: int, top_k: int, critic_steps: int, float_bytes: int = FLOAT32_BYTES
 ) -> dict[str, int]:
     """DataLens: n_dis fake batches (+ labels) down; per row a 784-bit vote mask and one sign
-    bit per vote (at most k) up (``fedgs.protocol_datalens``)."""
+    bit per vote (at most k) up (``fedgs.protocols.datalens``)."""
     return {
         "down": critic_steps * batch_size * (PIXELS * float_bytes + LABEL_BYTES),
         "up": batch_size * (PIXELS // 8 + (top_k + 7) // 8),
@@ -65,7 +65,7 @@ def pate_protocol_bytes(
     batch_size: int, teacher_steps: int, student_steps: int, float_bytes: int = FLOAT32_BYTES
 ) -> dict[str, int]:
     """PATE-GAN: n_T training and n_S ballot batches (+ labels) down, one bit per ballot sample
-    up (``fedgs.protocol_pate``)."""
+    up (``fedgs.protocols.pate_gan``)."""
     return {
         "down": (teacher_steps + student_steps) * batch_size * (PIXELS * float_bytes + LABEL_BYTES),
         "up": (student_steps * batch_size + 7) // 8,

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, Message
+from flwr.app import ArrayRecord, Message
 
-from fedgs import protocol, protocol_datalens
 from fedgs.privacy.teacher_events import TeacherKind, datalens_step_kind
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.privacy.topagg import aggregate_votes
-from fedgs.protocol import PIXELS
+from fedgs.protocols import common, datalens
+from fedgs.protocols.common import PIXELS
 from fedgs.run_config import RunConfig
 from fedgs.server.replies import NodeIdentities
 from fedgs.server.teacher_strategy import TeacherStrategy
@@ -49,7 +49,7 @@ class DataLensSettings:
 
 
 class DataLensStrategy(TeacherStrategy):
-    message_type = protocol_datalens.QUERY
+    message_type = datalens.QUERY
     name = "DataLens"
     strategy = "datalens"
 
@@ -71,17 +71,11 @@ class DataLensStrategy(TeacherStrategy):
 
     def query(self, server_round: int) -> dict[str, ArrayRecord]:
         (query,) = self.trainer.propose(1)
-        fakes = protocol.encode_fakes(query.images, query.labels, self.wire_dtype)
-        return {protocol.FAKES: ArrayRecord({k: Array(v) for k, v in fakes.items()})}
+        return {common.FAKES: common.encode_fakes(query.images, query.labels, self.wire_dtype)}
 
     def decode(self, reply: Message) -> torch.Tensor:
-        record = reply.content.array_records.get(protocol_datalens.VOTES)
-        if record is None:
-            raise protocol.ProtocolError(f"reply has no '{protocol_datalens.VOTES}' ArrayRecord")
-        arrays = {k: a.numpy() for k, a in record.items()}
-        return protocol_datalens.decode_votes(
-            arrays, self.trainer.config.batch_size, self.settings.top_k
-        )
+        record = common.required(reply.content, datalens.VOTES, "reply")
+        return datalens.decode_votes(record, self.trainer.config.batch_size, self.settings.top_k)
 
     def step_kind(self) -> TeacherKind:
         s = self.settings

@@ -20,7 +20,7 @@ from fedgs.privacy import FedAvgLedger
 from fedgs.privacy.threat_models import ADD_REMOVE
 from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import CHECKPOINT_NAME, restore_sampler
-from fedgs.server.fedavg_strategy import FedAvgGANStrategy
+from fedgs.server.fedavg_gan_strategy import FedAvgGANStrategy
 from fedgs.server.replies import StepOutcome
 from fedgs.server.run import METRIC_COLUMNS, FederatedRun
 from fedgs.training.fedavg_gan import FedAvgGANTrainer

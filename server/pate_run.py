@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from fedgs.server.pate_strategy import PateGANStrategy, PateSettings
+from fedgs.server.pate_gan_strategy import PateGANStrategy, PateSettings
 from fedgs.server.replies import StepOutcome
 from fedgs.server.run import METRIC_COLUMNS
 from fedgs.server.teacher_run import TeacherRun, generator_state, load_generator_state

@@ -20,7 +20,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
-from fedgs import protocol
+from fedgs.protocols import common
 
 logger = logging.getLogger("fedgs.server")
 
@@ -101,11 +101,10 @@ class NodeIdentities:
     def learn(self, reply: Message) -> str:
         """Bind the reply's node to the client it names; ProtocolError if it names another."""
         node = reply.metadata.src_node_id
-        identity = reply.content.config_records.get(protocol.CLIENT, {})
-        claimed = str(identity.get(protocol.CLIENT_ID, "")) or self.label(node)
+        claimed = common.claimed_client(reply.content) or self.label(node)
         bound = self._clients.setdefault(node, claimed)
         if claimed != bound:
-            raise protocol.ProtocolError(
+            raise common.ProtocolError(
                 f"reply names client {claimed!r}, node {node} holds client {bound!r}"
             )
         return bound
@@ -118,22 +117,22 @@ def check_policy_used(reply: Message, asked: dict[str, float | int | str]) -> No
     reply without the record passes (clients from before it existed): its payload is validated
     on its own, and its query was paid for at the asked values either way.
     """
-    used = reply.content.config_records.get(protocol.POLICY_USED)
+    used = reply.content.config_records.get(common.POLICY_USED)
     if used is None:
         return
     if "strategy" in asked and "strategy" in used and used["strategy"] != asked["strategy"]:
-        raise protocol.ProtocolError(
+        raise common.ProtocolError(
             f"reply used strategy {used['strategy']!r}, asked {asked['strategy']!r}"
         )
     if "noise-multiplier" in asked and "noise-multiplier" in used:
         if not float(used["noise-multiplier"]) >= float(asked["noise-multiplier"]):
-            raise protocol.ProtocolError(
+            raise common.ProtocolError(
                 f"reply used noise multiplier {used['noise-multiplier']}, "
                 f"asked for at least {asked['noise-multiplier']}"
             )
     if "batch-size" in asked and "batch-size" in used:
         if int(used["batch-size"]) != int(asked["batch-size"]):
-            raise protocol.ProtocolError(
+            raise common.ProtocolError(
                 f"reply used batch size {used['batch-size']}, asked {asked['batch-size']}"
             )
 

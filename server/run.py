@@ -41,10 +41,10 @@ from fedgs.server.checkpoint import (
     save_checkpoint,
     save_ledger,
 )
-from fedgs.server.fedavg_strategy import FedAvgGANStrategy
+from fedgs.server.fedavg_gan_strategy import FedAvgGANStrategy
+from fedgs.server.gswgan_strategy import GSWGANStrategy
 from fedgs.server.replies import NodeIdentities, StepOutcome
 from fedgs.server.silence import AnswerWatch
-from fedgs.server.strategy import GSWGANStrategy
 from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.run_dir import RunDirectory

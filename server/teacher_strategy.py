@@ -16,12 +16,12 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 
-from fedgs import protocol
 from fedgs.privacy.teacher_events import TeacherKind
 from fedgs.privacy.teacher_ledger import TeacherLedger
+from fedgs.protocols import common
 from fedgs.server.replies import (
     NodeIdentities,
     ServerScoredStrategy,
@@ -106,7 +106,7 @@ class TeacherStrategy(ServerScoredStrategy):
         records = self.query(server_round)
         return [
             Message(
-                RecordDict({**records, "config": ConfigRecord({"step": server_round})}),
+                common.query_content(records, server_round),
                 dst_node_id=node,
                 message_type=self.message_type,
             )
@@ -128,7 +128,7 @@ class TeacherStrategy(ServerScoredStrategy):
         for reply in expected_replies(replies, self._pending, outcome):
             try:
                 votes.append(self._validate(reply))
-            except (protocol.ProtocolError, ValueError, TypeError) as error:
+            except (common.ProtocolError, ValueError, TypeError) as error:
                 outcome.drop(reply.metadata.src_node_id, error)
         outcome.close(self._pending, server_round)
         self._pending = set()

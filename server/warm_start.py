@@ -4,7 +4,7 @@ The simulation engine runs one ClientApp per Ray actor (and a deployment one per
 the server keeps a sliding window of warm-start messages in flight: every actor stays busy until
 the last client, with no barrier between chunks, and each message gets its own timeout.
 Resuming: a client records in its own state file that it is warm-started and answers a second
-request at once without training (``ClientSession.warm_start``); the server writes its progress
+request at once without training (``CriticSession.warm_start``); the server writes its progress
 to ``warm_start.json`` (clients trained, time spent) while it runs; a resumed run skips the
 phase when an earlier attempt with the same steps and state directory completed it. A reply
 carries no statistic of the client's data (no loss, no step count): the server learns only that
@@ -24,8 +24,8 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 from tqdm.auto import tqdm
 
-from fedgs import protocol
 from fedgs.algorithms import WARM_START
+from fedgs.protocols import common
 from fedgs.run_config import RunConfig
 from fedgs.run_data import state_dir_for
 from fedgs.server.replies import NodeIdentities
@@ -67,7 +67,7 @@ class WarmStartProgress:
 
 
 def _request(node: int, steps: int) -> Message:
-    content = RecordDict({protocol.WARM_START_CONFIG: ConfigRecord({protocol.STEPS: steps})})
+    content = RecordDict({common.WARM_START_CONFIG: ConfigRecord({common.STEPS: steps})})
     return Message(content, dst_node_id=node, message_type=WARM_START)
 
 
@@ -88,7 +88,7 @@ def _record(
         return
     try:
         client = identities.learn(reply)
-    except protocol.ProtocolError as error:
+    except common.ProtocolError as error:
         _fail(progress, f"node {node}: dropped reply: {error}")
         return
     if client in trained:  # an earlier attempt recorded it (replies carry no step counts)

@@ -18,8 +18,8 @@ from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from fedgs import protocol
 from fedgs.client.app import app as honest
+from fedgs.protocols import common, gswgan
 from fedgs.run_config import RunConfig
 from fedgs.server.deploy_app import PromptGrid
 from fedgs.server.run import wait_for_nodes
@@ -49,19 +49,19 @@ def _query(message: Message, context: Context) -> Message:
     if reply.has_error():
         return reply
     mode = TAMPER[int(context.node_config["partition-id"])]
-    gradient = reply.content[protocol.SANITIZED][protocol.GRADIENT].numpy()
+    gradient = reply.content[gswgan.SANITIZED][gswgan.GRADIENT].numpy()
     content = RecordDict(
         {
-            protocol.SANITIZED: ArrayRecord({protocol.GRADIENT: Array(_tamper(gradient, mode))}),
-            protocol.POLICY_USED: reply.content[protocol.POLICY_USED],
-            protocol.CLIENT: reply.content[protocol.CLIENT],
+            gswgan.SANITIZED: ArrayRecord({gswgan.GRADIENT: Array(_tamper(gradient, mode))}),
+            common.POLICY_USED: reply.content[common.POLICY_USED],
+            common.CLIENT: reply.content[common.CLIENT],
         }
     )
     return Message(content, reply_to=message)
 
 
 def _fakes(arrays: dict[str, np.ndarray]) -> RecordDict:
-    return RecordDict({protocol.FAKES: ArrayRecord({k: Array(v) for k, v in arrays.items()})})
+    return RecordDict({common.FAKES: common.arrays_record(arrays)})
 
 
 def requests(config: RunConfig) -> Iterator[tuple[str, str, RecordDict]]:
@@ -69,22 +69,22 @@ def requests(config: RunConfig) -> Iterator[tuple[str, str, RecordDict]]:
     n_dis, batch = config.critic_steps, config.batch_size
     images = [torch.rand(batch, 1, 28, 28) * 2 - 1 for _ in range(n_dis)]
     labels = [torch.randint(10, (batch,)) for _ in range(n_dis)]
-    valid = protocol.encode_fakes(images, labels)
-    pixels, classes = valid[protocol.IMAGES], valid[protocol.LABELS]
-    yield "missing-fakes", protocol.QUERY, RecordDict()
-    yield "wrong-shape", protocol.QUERY, _fakes(valid | {protocol.IMAGES: pixels[:, :, :-1]})
-    yield "nan-images", protocol.QUERY, _fakes(valid | {protocol.IMAGES: pixels * np.nan})
-    yield "unknown-labels", protocol.QUERY, _fakes(valid | {protocol.LABELS: classes + 99})
-    yield "labels-mismatch", protocol.QUERY, _fakes(valid | {protocol.LABELS: classes[:, 1:]})
-    absurd = np.zeros((protocol.MAX_CRITIC_BATCHES + 1, batch, protocol.PIXELS), np.float32)
+    valid = common.record_arrays(common.encode_fakes(images, labels))
+    pixels, classes = valid[common.IMAGES], valid[common.LABELS]
+    yield "missing-fakes", gswgan.QUERY, RecordDict()
+    yield "wrong-shape", gswgan.QUERY, _fakes(valid | {common.IMAGES: pixels[:, :, :-1]})
+    yield "nan-images", gswgan.QUERY, _fakes(valid | {common.IMAGES: pixels * np.nan})
+    yield "unknown-labels", gswgan.QUERY, _fakes(valid | {common.LABELS: classes + 99})
+    yield "labels-mismatch", gswgan.QUERY, _fakes(valid | {common.LABELS: classes[:, 1:]})
+    absurd = np.zeros((common.MAX_CRITIC_BATCHES + 1, batch, common.PIXELS), np.float32)
     labels_absurd = np.zeros(absurd.shape[:2], np.int64)
     yield (
         "absurd-size",
-        protocol.QUERY,
-        _fakes({protocol.IMAGES: absurd, protocol.LABELS: labels_absurd}),
+        gswgan.QUERY,
+        _fakes({common.IMAGES: absurd, common.LABELS: labels_absurd}),
     )
     yield "unknown-type", "train.nonsense", _fakes(valid)
-    yield "valid", protocol.QUERY, _fakes(valid)
+    yield "valid", gswgan.QUERY, _fakes(valid)
 
 
 probe_server = ServerApp()
@@ -103,7 +103,7 @@ def _probe(grid: Grid, context: Context) -> None:
             if reply.has_error():
                 entry |= {"code": reply.error.code, "reason": reply.error.reason}
             else:
-                gradient = reply.content[protocol.SANITIZED][protocol.GRADIENT].numpy()
+                gradient = reply.content[gswgan.SANITIZED][gswgan.GRADIENT].numpy()
                 entry |= {"shape": list(gradient.shape)}
             record.append(entry)
     out = Path(config.run_dir)

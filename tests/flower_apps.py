@@ -16,13 +16,13 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordD
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from fedgs import protocol, protocol_fedavg
 from fedgs.client.app import build_client_app
 from fedgs.privacy import FedAvgLedger, PrivacyLedger
+from fedgs.protocols import common, fedavg_gan, gswgan
 from fedgs.run_config import RunConfig
-from fedgs.server.fedavg_strategy import FedAvgGANStrategy
+from fedgs.server.fedavg_gan_strategy import FedAvgGANStrategy
+from fedgs.server.gswgan_strategy import GSWGANStrategy
 from fedgs.server.run import wait_for_nodes
-from fedgs.server.strategy import GSWGANStrategy
 from fedgs.training.fedavg_gan import FedAvgGANTrainer
 from fedgs.training.generator import GeneratorTrainer
 
@@ -78,12 +78,12 @@ def _tampered(reply: Message, request: Message, partition_id: int) -> Message:
     mode = TAMPERED.get(partition_id)
     if mode is None:
         return reply
-    gradient = reply.content[protocol.SANITIZED][protocol.GRADIENT].numpy()
+    gradient = reply.content[gswgan.SANITIZED][gswgan.GRADIENT].numpy()
     content = RecordDict(
         {
-            protocol.SANITIZED: ArrayRecord({protocol.GRADIENT: Array(_tamper(gradient, mode))}),
-            protocol.POLICY_USED: reply.content[protocol.POLICY_USED],
-            protocol.CLIENT: reply.content[protocol.CLIENT],
+            gswgan.SANITIZED: ArrayRecord({gswgan.GRADIENT: Array(_tamper(gradient, mode))}),
+            common.POLICY_USED: reply.content[common.POLICY_USED],
+            common.CLIENT: reply.content[common.CLIENT],
         }
     )
     return Message(content, reply_to=request)
@@ -127,7 +127,7 @@ def recording_server_app(config: RunConfig, plan: list[str], record: list[dict])
             replies = list(grid.send_and_receive(messages, timeout=600))
             for reply in replies:
                 if reply.has_content():
-                    client = reply.content[protocol.CLIENT]
+                    client = reply.content[common.CLIENT]
                     partition_of[reply.metadata.src_node_id] = int(client["partition-id"])
             strategy.aggregate_train(step, replies)
             after = list(trainer.generator.parameters())
@@ -158,15 +158,15 @@ def tampering_fedavg_client_app(overrides: Mapping[str, Any]) -> ClientApp:
         mode = TAMPERED.get(int(context.node_config["partition-id"]))
         if mode is None or reply.has_error():
             return reply
-        delta = reply.content[protocol_fedavg.DELTA]
+        delta = reply.content[fedavg_gan.DELTA]
         first = next(iter(delta))
-        arrays = {k: a.numpy() for k, a in delta.items()}
+        arrays = common.record_arrays(delta)
         arrays[first] = _tamper(arrays[first], mode)
         content = RecordDict(
             {
-                protocol_fedavg.DELTA: ArrayRecord({k: Array(v) for k, v in arrays.items()}),
-                protocol.POLICY_USED: reply.content[protocol.POLICY_USED],
-                protocol.CLIENT: reply.content[protocol.CLIENT],
+                fedavg_gan.DELTA: common.arrays_record(arrays),
+                common.POLICY_USED: reply.content[common.POLICY_USED],
+                common.CLIENT: reply.content[common.CLIENT],
             }
         )
         return Message(content, reply_to=message)

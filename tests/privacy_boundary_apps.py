@@ -15,25 +15,24 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
+from flwr.app import Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from fedgs import protocol, protocol_datalens, protocol_fedavg
 from fedgs.client.app import build_client_app
 from fedgs.privacy.policy import NodePolicy
+from fedgs.protocols import common, datalens, fedavg_gan, gswgan
 from fedgs.run_config import RunConfig
 from fedgs.run_data import state_dir_for
 from fedgs.server.run import wait_for_nodes
 
 
-def fakes(batch: int, n_dis: int = 2, seed: int = 0, key: str = protocol.FAKES) -> RecordDict:
+def fakes(batch: int, n_dis: int = 2, seed: int = 0, key: str = common.FAKES) -> RecordDict:
     """A valid request body: ``n_dis`` batches of ``batch`` fake images in [-1, 1]."""
     rng = torch.Generator().manual_seed(seed)
     images = [torch.rand(batch, 1, 28, 28, generator=rng) * 2 - 1 for _ in range(n_dis)]
     labels = [torch.randint(10, (batch,), generator=rng) for _ in range(n_dis)]
-    arrays = protocol.encode_fakes(images, labels)
-    return RecordDict({key: ArrayRecord({k: Array(v) for k, v in arrays.items()})})
+    return RecordDict({key: common.encode_fakes(images, labels)})
 
 
 def state_hashes(state_dir: Path) -> dict[str, str]:
@@ -46,12 +45,12 @@ def state_hashes(state_dir: Path) -> dict[str, str]:
 
 def probe_requests(batch: int) -> Iterator[tuple[str, str, RecordDict]]:
     """(name, message type, content) in order; run config sets the sigma the node is asked."""
-    yield "valid", protocol.QUERY, fakes(batch)
-    yield "big-batch", protocol.QUERY, fakes(batch * 4)
-    yield "foreign-datalens", protocol_datalens.QUERY, fakes(batch)
-    yield "foreign-fedavg", protocol_fedavg.QUERY, fakes(batch)
+    yield "valid", gswgan.QUERY, fakes(batch)
+    yield "big-batch", gswgan.QUERY, fakes(batch * 4)
+    yield "foreign-datalens", datalens.QUERY, fakes(batch)
+    yield "foreign-fedavg", fedavg_gan.QUERY, fakes(batch)
     for i in range(3):
-        yield f"again-{i}", protocol.QUERY, fakes(batch, seed=i + 1)
+        yield f"again-{i}", gswgan.QUERY, fakes(batch, seed=i + 1)
 
 
 def probe(grid: Grid, config: RunConfig) -> None:
@@ -68,7 +67,7 @@ def probe(grid: Grid, config: RunConfig) -> None:
                 entry |= {"code": reply.error.code, "reason": reply.error.reason}
             else:
                 entry |= {"records": sorted(reply.content.keys())}
-                entry |= {"client": dict(reply.content[protocol.CLIENT])}
+                entry |= {"client": dict(reply.content[common.CLIENT])}
             record.append(entry)
         record.append({"request": name, "state": state_hashes(state_dir)})
     out = Path(config.run_dir)
@@ -114,7 +113,7 @@ def per_node_policy_app(
 def serve_in_worker(args: tuple[str, str, dict[str, Any], int]) -> str:
     """A spawned process's request to one client: 'answered' or the refusal's text."""
     from fedgs.client import gate
-    from fedgs.client.session import RequestRefused
+    from fedgs.client.common import RequestRefused
     from fedgs.privacy.policy import PolicyViolation
 
     message_type, policy_json, config_values, seed = args

@@ -14,7 +14,7 @@ from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from fedgs import protocol
+from fedgs.protocols import common
 from fedgs.run_config import RunConfig
 from fedgs.server.run import GSWGANRun
 
@@ -22,7 +22,7 @@ from fedgs.server.run import GSWGANRun
 CLAIMS: dict[int, dict[str, Any]] = {
     1: {"noise-multiplier": 0.0},
     2: {"batch-size": 1},
-    3: {protocol.CLIENT_ID: "someone-else"},
+    3: {common.CLIENT_ID: "someone-else"},
 }
 
 
@@ -32,9 +32,9 @@ def _claiming(
     """The honest reply with the claim written into every place a server might read one: the
     policy-used record, a metrics record (what servers read before) and the client record."""
     content = RecordDict(dict(reply.content.items()))
-    numbers = {k: v for k, v in claim.items() if k != protocol.CLIENT_ID}
-    honest_metrics = reply.content.metric_records.get(protocol.METRICS, {})
-    content[protocol.METRICS] = MetricRecord(dict(honest_metrics) | numbers)
+    numbers = {k: v for k, v in claim.items() if k != common.CLIENT_ID}
+    honest_metrics = reply.content.metric_records.get(common.METRICS, {})
+    content[common.METRICS] = MetricRecord(dict(honest_metrics) | numbers)
     used = {
         "strategy": "gswgan",
         "noise-multiplier": config.noise_multiplier,
@@ -42,12 +42,10 @@ def _claiming(
         "batch-size": config.batch_size,
         "delta": config.delta,
     }
-    content[protocol.POLICY_USED] = ConfigRecord(used | numbers)
-    if protocol.CLIENT_ID in claim:
-        identity = dict(reply.content[protocol.CLIENT]) | {
-            protocol.CLIENT_ID: claim[protocol.CLIENT_ID]
-        }
-        content[protocol.CLIENT] = ConfigRecord(identity)
+    content[common.POLICY_USED] = ConfigRecord(used | numbers)
+    if common.CLIENT_ID in claim:
+        identity = dict(reply.content[common.CLIENT]) | {common.CLIENT_ID: claim[common.CLIENT_ID]}
+        content[common.CLIENT] = ConfigRecord(identity)
     return Message(content, reply_to=request)
 
 

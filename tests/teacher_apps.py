@@ -11,16 +11,16 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from fedgs import protocol, protocol_datalens, protocol_pate
 from fedgs.client.app import build_client_app
 from fedgs.privacy.teacher_ledger import TeacherLedger
+from fedgs.protocols import common, datalens, pate_gan
 from fedgs.run_config import RunConfig
 from fedgs.server.datalens_strategy import DataLensSettings, DataLensStrategy
-from fedgs.server.pate_strategy import PateGANStrategy, PateSettings
+from fedgs.server.pate_gan_strategy import PateGANStrategy, PateSettings
 from fedgs.server.run import wait_for_nodes
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.pate_gan import PateGANTrainer
@@ -34,13 +34,13 @@ def _set(arrays: dict[str, np.ndarray], key: str, value: np.ndarray) -> dict[str
 
 # partition id -> how its votes are corrupted, per message type
 DATALENS_TAMPERED: dict[int, Corruption] = {
-    2: lambda a: _set(a, protocol_datalens.MASK, np.full_like(a[protocol_datalens.MASK], 0xFF)),
-    3: lambda a: _set(a, protocol_datalens.SIGNS, a[protocol_datalens.SIGNS] | 1),  # padding
-    4: lambda a: _set(a, protocol_datalens.SIGNS, a[protocol_datalens.SIGNS][:-1]),
+    2: lambda a: _set(a, datalens.MASK, np.full_like(a[datalens.MASK], 0xFF)),
+    3: lambda a: _set(a, datalens.SIGNS, a[datalens.SIGNS] | 1),  # padding
+    4: lambda a: _set(a, datalens.SIGNS, a[datalens.SIGNS][:-1]),
 }
 PATE_TAMPERED: dict[int, Corruption] = {
-    2: lambda a: _set(a, protocol_pate.REAL, np.append(a[protocol_pate.REAL], 0).astype(np.uint8)),
-    3: lambda a: _set(a, protocol_pate.REAL, a[protocol_pate.REAL].astype(np.int32)),
+    2: lambda a: _set(a, pate_gan.REAL, np.append(a[pate_gan.REAL], 0).astype(np.uint8)),
+    3: lambda a: _set(a, pate_gan.REAL, a[pate_gan.REAL].astype(np.int32)),
     4: lambda a: _set(a, "logits", np.zeros(3, dtype=np.float32)),
 }
 TAMPERED = set(DATALENS_TAMPERED)
@@ -56,23 +56,23 @@ def tampering_teacher_app(overrides: Mapping[str, Any]) -> ClientApp:
         how = table.get(int(context.node_config["partition-id"]))
         if how is None or reply.has_error():
             return reply
-        key = protocol_datalens.VOTES  # the same record name in both protocols
-        arrays = how({k: a.numpy() for k, a in reply.content[key].items()})
+        key = datalens.VOTES  # the same record name in both protocols
+        arrays = how(common.record_arrays(reply.content[key]))
         content = RecordDict(
             {
-                key: ArrayRecord({k: Array(v) for k, v in arrays.items()}),
-                protocol.POLICY_USED: reply.content[protocol.POLICY_USED],
-                protocol.CLIENT: reply.content[protocol.CLIENT],
+                key: common.arrays_record(arrays),
+                common.POLICY_USED: reply.content[common.POLICY_USED],
+                common.CLIENT: reply.content[common.CLIENT],
             }
         )
         return Message(content, reply_to=message)
 
     @app.train("datalens")
-    def datalens(message: Message, context: Context) -> Message:
+    def datalens_query(message: Message, context: Context) -> Message:
         return corrupt(message, context, DATALENS_TAMPERED)
 
     @app.train("pategan")
-    def pate(message: Message, context: Context) -> Message:
+    def pate_query(message: Message, context: Context) -> Message:
         return corrupt(message, context, PATE_TAMPERED)
 
     return app

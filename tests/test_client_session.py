@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from flwr.app import Array, ArrayRecord, RecordDict
+from flwr.app import RecordDict
 
-from fedgs import protocol
-from fedgs.client.session import ClientSession, RequestRefused
+from fedgs.client.common import RequestRefused
+from fedgs.client.gswgan_session import GSWGANSession
 from fedgs.client.state_store import ClientStateStore
+from fedgs.protocols import common, gswgan
 from fedgs.run_config import RunConfig
 from fedgs.training.generator import GeneratorTrainer
 
@@ -29,18 +30,17 @@ def config(tmp_path) -> RunConfig:
 def _query(config: RunConfig, seed: int = 0) -> RecordDict:
     trainer = GeneratorTrainer(10, config.gswgan(), seed=seed)
     (query,) = trainer.propose(1)
-    arrays = protocol.encode_fakes(query.images, query.labels)
-    return RecordDict({protocol.FAKES: ArrayRecord({k: Array(v) for k, v in arrays.items()})})
+    return RecordDict({common.FAKES: common.encode_fakes(query.images, query.labels)})
 
 
 def test_reply_holds_only_the_sanitized_gradient(config: RunConfig) -> None:
-    reply = ClientSession(config, 0).answer(_query(config))
-    assert set(reply.array_records) == {protocol.SANITIZED}
-    ((name, array),) = reply.array_records[protocol.SANITIZED].items()
-    assert name == protocol.GRADIENT and array.numpy().shape == (8, 784)
-    assert set(reply.config_records) == {protocol.CLIENT, protocol.POLICY_USED}
+    reply = GSWGANSession(config, 0).answer(_query(config))
+    assert set(reply.array_records) == {gswgan.SANITIZED}
+    ((name, array),) = reply.array_records[gswgan.SANITIZED].items()
+    assert name == gswgan.GRADIENT and array.numpy().shape == (8, 784)
+    assert set(reply.config_records) == {common.CLIENT, common.POLICY_USED}
     assert not reply.metric_records  # no loss, norm or clipped fraction of private data
-    assert dict(reply.config_records[protocol.POLICY_USED]) == {
+    assert dict(reply.config_records[common.POLICY_USED]) == {
         "strategy": "gswgan",
         "noise-multiplier": config.noise_multiplier,
         "clip-norm": config.clip_norm,
@@ -50,26 +50,26 @@ def test_reply_holds_only_the_sanitized_gradient(config: RunConfig) -> None:
 
 
 def test_critic_and_ledger_survive_between_sessions(config: RunConfig) -> None:
-    first = ClientSession(config, 1)
+    first = GSWGANSession(config, 1)
     first.warm_start(RecordDict())
     first.answer(_query(config))
     weights = {k: v.clone() for k, v in first.critic.critic.state_dict().items()}
-    second = ClientSession(config, 1)  # a new process would see exactly this
+    second = GSWGANSession(config, 1)  # a new process would see exactly this
     for key, value in second.critic.critic.state_dict().items():
         assert torch.equal(value, weights[key]), key
     assert second.warm_started
     assert second.ledger.query_counts() == {first.client_id: 1}
     second.answer(_query(config, seed=1))
-    assert ClientSession(config, 1).ledger.query_counts() == {first.client_id: 2}
-    assert ClientSession(config, 2).ledger.query_counts() == {}  # clients do not share state
+    assert GSWGANSession(config, 1).ledger.query_counts() == {first.client_id: 2}
+    assert GSWGANSession(config, 2).ledger.query_counts() == {}  # clients do not share state
 
 
 def test_warm_start_is_idempotent(config: RunConfig) -> None:
-    session = ClientSession(config, 0)
+    session = GSWGANSession(config, 0)
     reply = session.warm_start(RecordDict())
     assert not reply.metric_records and not reply.array_records  # nothing trained leaves
     trained = {k: v.clone() for k, v in session.critic.critic.state_dict().items()}
-    again = ClientSession(config, 0)
+    again = GSWGANSession(config, 0)
     again.warm_start(RecordDict())
     assert again.warm_started
     for key, value in again.critic.critic.state_dict().items():
@@ -77,38 +77,32 @@ def test_warm_start_is_idempotent(config: RunConfig) -> None:
 
 
 def test_budget_refuses_the_query_that_would_pass_it(config: RunConfig) -> None:
-    one_query = ClientSession(config, 0)
+    one_query = GSWGANSession(config, 0)
     one_query.answer(_query(config))
     spent = one_query.ledger.epsilon_untrusted(one_query.client_id, config.delta, config.accountant)
     limited = config.with_updates(client_budget_epsilon=spent * 1.5, run_dir=config.run_dir + "-b")
-    session = ClientSession(limited, 0)
+    session = GSWGANSession(limited, 0)
     session.answer(_query(config))
     with pytest.raises(RequestRefused, match="privacy budget exhausted"):
-        ClientSession(limited, 0).answer(_query(config))
-    assert ClientSession(limited, 0).ledger.query_counts() == {session.client_id: 1}
+        GSWGANSession(limited, 0).answer(_query(config))
+    assert GSWGANSession(limited, 0).ledger.query_counts() == {session.client_id: 1}
 
 
 def test_bad_requests_are_refused_without_side_effects(config: RunConfig) -> None:
     query = _query(config)
-    images = query[protocol.FAKES][protocol.IMAGES].numpy().copy()
+    images = query[common.FAKES][common.IMAGES].numpy().copy()
     images[0, 0, 0] = np.nan
+    labels = query[common.FAKES][common.LABELS].numpy()
     bad = RecordDict(
-        {
-            protocol.FAKES: ArrayRecord(
-                {
-                    protocol.IMAGES: Array(images),
-                    protocol.LABELS: query[protocol.FAKES][protocol.LABELS],
-                }
-            )
-        }
+        {common.FAKES: common.arrays_record({common.IMAGES: images, common.LABELS: labels})}
     )
-    with pytest.raises(protocol.ProtocolError):
-        ClientSession(config, 0).answer(bad)
-    with pytest.raises(protocol.ProtocolError, match="missing"):
-        ClientSession(config, 0).answer(RecordDict())
-    assert ClientSession(config, 0).ledger.query_counts() == {}
+    with pytest.raises(common.ProtocolError):
+        GSWGANSession(config, 0).answer(bad)
+    with pytest.raises(common.ProtocolError, match="missing"):
+        GSWGANSession(config, 0).answer(RecordDict())
+    assert GSWGANSession(config, 0).ledger.query_counts() == {}
     with pytest.raises(RequestRefused, match="does not exist"):
-        ClientSession(config, 10_000)
+        GSWGANSession(config, 10_000)
 
 
 def test_a_crash_mid_write_leaves_the_previous_state(tmp_path) -> None:

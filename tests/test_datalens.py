@@ -8,18 +8,18 @@ import math
 import numpy as np
 import pytest
 import torch
-from flwr.app import Array, ArrayRecord, RecordDict
+from flwr.app import ArrayRecord, RecordDict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import special
 
-from fedgs import protocol, protocol_datalens
+from fedgs.client.common import RequestRefused
 from fedgs.client.datalens_session import DataLensTeacher
-from fedgs.client.session import RequestRefused
 from fedgs.comm import datalens_protocol_bytes
 from fedgs.privacy.sanitizer import NonFiniteGradientError
 from fedgs.privacy.topagg import aggregate_votes, top_k_signs
-from fedgs.protocol import ProtocolError
+from fedgs.protocols import common, datalens
+from fedgs.protocols.common import ProtocolError
 from fedgs.run_config import RunConfig
 from fedgs.training.generator import GeneratorTrainer
 
@@ -56,11 +56,12 @@ def test_votes_round_trip_and_size(batch: int, top_k: int, density: float, seed:
         count = int(round(density * top_k))
         where = rng.choice(784, size=count, replace=False)
         row[where] = rng.choice([-1, 1], size=count)
-    packed = protocol_datalens.encode_votes(torch.from_numpy(votes), top_k)
-    assert packed[protocol_datalens.MASK].shape == (batch, 98)
-    assert packed[protocol_datalens.SIGNS].shape == (batch, math.ceil(top_k / 8))
-    assert sum(a.nbytes for a in packed.values()) == datalens_protocol_bytes(batch, top_k, 1)["up"]
-    decoded = protocol_datalens.decode_votes(packed, batch, top_k)
+    packed = datalens.encode_votes(torch.from_numpy(votes), top_k)
+    arrays = common.record_arrays(packed)
+    assert arrays[datalens.MASK].shape == (batch, 98)
+    assert arrays[datalens.SIGNS].shape == (batch, math.ceil(top_k / 8))
+    assert sum(a.nbytes for a in arrays.values()) == datalens_protocol_bytes(batch, top_k, 1)["up"]
+    decoded = datalens.decode_votes(packed, batch, top_k)
     assert np.array_equal(decoded.numpy(), votes)
 
 
@@ -71,28 +72,28 @@ def test_votes_are_a_fraction_of_a_float_gradient() -> None:
     assert 32 * 784 * 4 / up > 25
 
 
-def _tampered(packed: dict[str, np.ndarray], how: str) -> dict[str, np.ndarray]:
-    arrays = {k: v.copy() for k, v in packed.items()}
+def _tampered(packed: ArrayRecord, how: str) -> ArrayRecord:
+    arrays = {k: v.copy() for k, v in common.record_arrays(packed).items()}
     if how == "too-many":
-        arrays[protocol_datalens.MASK][0] = 0xFF
+        arrays[datalens.MASK][0] = 0xFF
     elif how == "padding":
-        arrays[protocol_datalens.SIGNS][0, -1] |= 1
+        arrays[datalens.SIGNS][0, -1] |= 1
     elif how == "dtype":
-        arrays[protocol_datalens.MASK] = arrays[protocol_datalens.MASK].astype(np.int16)
+        arrays[datalens.MASK] = arrays[datalens.MASK].astype(np.int16)
     elif how == "shape":
-        arrays[protocol_datalens.SIGNS] = arrays[protocol_datalens.SIGNS][:-1]
+        arrays[datalens.SIGNS] = arrays[datalens.SIGNS][:-1]
     elif how == "extra":
         arrays["gradient"] = np.zeros((4, 784), dtype=np.float32)
-    return arrays
+    return common.arrays_record(arrays)
 
 
 @pytest.mark.parametrize("how", ["too-many", "padding", "dtype", "shape", "extra"])
 def test_server_refuses_votes_the_analysis_does_not_cover(how: str) -> None:
     votes = top_k_signs(torch.randn(4, 784, generator=torch.Generator().manual_seed(1)), 12)
     votes[0, (votes[0] != 0).nonzero()[-1]] = 0  # row 0 has 11 votes: its last sign bit is padding
-    packed = protocol_datalens.encode_votes(votes, 12)
+    packed = datalens.encode_votes(votes, 12)
     with pytest.raises(ProtocolError):
-        protocol_datalens.decode_votes(_tampered(packed, how), 4, 12)
+        datalens.decode_votes(_tampered(packed, how), 4, 12)
 
 
 def test_aggregation_noise_has_the_configured_std() -> None:
@@ -138,19 +139,17 @@ def config(tmp_path) -> RunConfig:
 
 def _query(config: RunConfig) -> RecordDict:
     (query,) = GeneratorTrainer(10, config.gswgan(), seed=0).propose(1)
-    arrays = protocol.encode_fakes(query.images, query.labels)
-    return RecordDict({protocol.FAKES: ArrayRecord({k: Array(v) for k, v in arrays.items()})})
+    return RecordDict({common.FAKES: common.encode_fakes(query.images, query.labels)})
 
 
 def test_teacher_replies_with_packed_votes_only(config: RunConfig) -> None:
     reply = DataLensTeacher(config, 0).answer(_query(config))
-    assert set(reply.array_records) == {protocol_datalens.VOTES}
-    arrays = {k: a.numpy() for k, a in reply.array_records[protocol_datalens.VOTES].items()}
-    votes = protocol_datalens.decode_votes(arrays, 8, 20)
+    assert set(reply.array_records) == {datalens.VOTES}
+    votes = datalens.decode_votes(reply.array_records[datalens.VOTES], 8, 20)
     assert ((votes != 0).sum(dim=1) <= 20).all() and (votes != 0).any()
-    assert set(reply.config_records) == {protocol.CLIENT, protocol.POLICY_USED}
+    assert set(reply.config_records) == {common.CLIENT, common.POLICY_USED}
     assert not reply.metric_records  # no loss or distance of the teacher's data
-    assert dict(reply[protocol.POLICY_USED]) == {"strategy": "datalens", "batch-size": 8}
+    assert dict(reply[common.POLICY_USED]) == {"strategy": "datalens", "batch-size": 8}
 
 
 def test_teacher_critic_persists_between_queries(config: RunConfig) -> None:

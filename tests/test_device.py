@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from flwr.app import Array, ArrayRecord, RecordDict
+from flwr.app import RecordDict
 
-from fedgs import protocol
-from fedgs.client import session as session_module
-from fedgs.client.session import ClientSession
+from fedgs.client import critic_session
+from fedgs.client.critic_session import CriticSession
+from fedgs.client.gswgan_session import GSWGANSession
+from fedgs.client.pate_gan_session import teacher_session
 from fedgs.device import resolve_device, secret_generator
+from fedgs.protocols import common, gswgan
 from fedgs.run_config import RunConfig
 from fedgs.simulations.simulate import EngineOptions, backend_config
 from fedgs.training.critic import PrivateCritic
@@ -52,8 +54,7 @@ def test_secret_noise_lives_on_the_device_and_is_not_reproducible() -> None:
 
 def _query(trainer: GeneratorTrainer) -> RecordDict:
     (query,) = trainer.propose(1)
-    arrays = protocol.encode_fakes(query.images, query.labels)
-    return RecordDict({protocol.FAKES: ArrayRecord({k: Array(v) for k, v in arrays.items()})})
+    return RecordDict({common.FAKES: common.encode_fakes(query.images, query.labels)})
 
 
 @pytest.mark.parametrize("name", DEVICES)
@@ -64,18 +65,18 @@ def test_a_gswgan_step_end_to_end_on_the_device(tmp_path, name: str) -> None:
     )  # fmt: skip
     trainer = GeneratorTrainer(10, config.gswgan(), seed=0, device=resolve_device(name))
     assert next(trainer.generator.parameters()).device.type == name
-    client = ClientSession(config, 0)
+    client = GSWGANSession(config, 0)
     assert client.device.type == name and client.critic.images.device.type == name
     assert next(client.critic.critic.parameters()).device.type == name
     client.warm_start(RecordDict())
     reply = client.answer(_query(trainer))
-    gradient = reply[protocol.SANITIZED][protocol.GRADIENT].numpy()
+    gradient = reply[gswgan.SANITIZED][gswgan.GRADIENT].numpy()
     before = [p.detach().clone() for p in trainer.generator.parameters()]
     assert trainer.apply([torch.from_numpy(gradient)]) == 8
     after = list(trainer.generator.parameters())
     assert any(not torch.equal(a, p) for a, p in zip(before, after, strict=True))
     assert trainer.sample(torch.arange(10)).device.type == "cpu"  # what scorers expect
-    again = ClientSession(config, 0)  # the state on disk loads onto the device
+    again = GSWGANSession(config, 0)  # the state on disk loads onto the device
     assert again.warm_started and next(again.critic.critic.parameters()).device.type == name
 
 
@@ -86,11 +87,12 @@ def test_sessions_ask_for_the_configured_device_teachers_for_the_cpu(tmp_path, m
         asked.append(name)
         return torch.device("cpu")
 
-    monkeypatch.setattr(session_module, "resolve_device", record)
+    monkeypatch.setattr(critic_session, "resolve_device", record)
     config = RunConfig(run_dir=str(tmp_path), device="cuda", generator_width=4, critic_width=4)
-    ClientSession(config, 0)
-    ClientSession(config.with_updates(strategy="datalens"), 0)
-    assert asked == ["cuda", "cpu"]
+    GSWGANSession(config, 0)
+    CriticSession(config.with_updates(strategy="datalens"), 0)
+    teacher_session(config.with_updates(strategy="pate-gan"), 0)
+    assert asked == ["cuda", "cpu", "cpu"]
 
 
 def test_critic_keeps_its_batch_sampling_rng_on_the_cpu() -> None:

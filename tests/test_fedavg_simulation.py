@@ -18,8 +18,8 @@ from flower_apps import (
     tampering_fedavg_client_app,
 )
 
-from fedgs import protocol, protocol_fedavg
 from fedgs.comm import fedavg_protocol_bytes, message_bytes
+from fedgs.protocols import common, fedavg_gan
 from fedgs.run_config import RunConfig
 
 pytestmark = pytest.mark.slow
@@ -61,25 +61,25 @@ def test_rounds_clip_every_delta_and_drop_bad_ones(tmp_path) -> None:
         # without noise, D moves by at most (answered clients) * S / m
         assert 0 < rnd["critic_change"] <= outcome.answered * s / m * (1 + 1e-5)
         for reply in rnd["replies"]:
-            partition = int(reply.content[protocol.CLIENT]["partition-id"])
+            partition = int(reply.content[common.CLIENT]["partition-id"])
             if partition in TAMPERED:
                 continue
             assert set(reply.content.keys()) == {
-                protocol_fedavg.DELTA,
-                protocol.CLIENT,
-                protocol.POLICY_USED,
+                fedavg_gan.DELTA,
+                common.CLIENT,
+                common.POLICY_USED,
             }  # no loss or delta norm of private data
-            delta = {k: a.numpy() for k, a in reply.content[protocol_fedavg.DELTA].items()}
+            delta = common.record_arrays(reply.content[fedavg_gan.DELTA])
             assert list(delta) == rnd["parameters"]
             norm = math.sqrt(sum(float((v.astype(np.float64) ** 2).sum()) for v in delta.values()))
             assert norm <= s * (1 + 1e-5)  # the client clips before it replies
     # bytes on the wire vs the analytic float32 payload
     messages, replies = record[0]["messages"], record[0]["replies"]
-    critic = messages[0].content[protocol_fedavg.CRITIC]
+    critic = messages[0].content[fedavg_gan.CRITIC]
     values = sum(a.numpy().size for a in critic.values())
     parameters = sum(
         a.numpy().size
-        for a in next(r for r in replies if r.has_content()).content[protocol_fedavg.DELTA].values()
+        for a in next(r for r in replies if r.has_content()).content[fedavg_gan.DELTA].values()
     )
     analytic = fedavg_protocol_bytes(values, parameters, 8, 2)
     honest = next(r for r in replies if r.has_content())
@@ -90,8 +90,8 @@ def test_rounds_clip_every_delta_and_drop_bad_ones(tmp_path) -> None:
 
 
 def test_fedavg_client_with_an_untrusted_server_budget_refuses(tmp_path) -> None:
-    from fedgs.client.fedavg_session import FedAvgClient
-    from fedgs.client.session import RequestRefused
+    from fedgs.client.common import RequestRefused
+    from fedgs.client.fedavg_gan_session import FedAvgClient
 
     config = RunConfig.from_user_config(
         SMALL, {"run-dir": str(tmp_path), "client-budget-epsilon": 10.0}

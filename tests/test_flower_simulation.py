@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from flower_apps import TAMPERED, recording_server_app, simulate, tampering_client_app
 
-from fedgs import protocol
-from fedgs.client.session import ClientSession
+from fedgs.client.gswgan_session import GSWGANSession
+from fedgs.protocols import common, gswgan
 from fedgs.run_config import RunConfig
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,7 @@ SMALL = {
 def test_replies_budgets_and_bad_clients_through_the_real_engine(tmp_path) -> None:
     base = RunConfig.from_user_config(SMALL, {"run-dir": str(tmp_path)})
     # a budget that allows exactly three queries of this size per client
-    probe = ClientSession(base.with_updates(run_dir=str(tmp_path / "probe")), 0)
+    probe = GSWGANSession(base.with_updates(run_dir=str(tmp_path / "probe")), 0)
     for _ in range(3):
         probe.ledger.record_query(probe.client_id, base.noise_multiplier, base.batch_size)
     three = probe.ledger.epsilon_untrusted(probe.client_id, base.delta, base.accountant)
@@ -49,11 +49,11 @@ def test_replies_budgets_and_bad_clients_through_the_real_engine(tmp_path) -> No
         assert len(step["replies"]) == 5 and len(honest) == 2
         for reply in honest:
             content = reply.content
-            assert set(content.array_records) == {protocol.SANITIZED}
-            assert list(content[protocol.SANITIZED].keys()) == [protocol.GRADIENT]
-            assert content[protocol.SANITIZED][protocol.GRADIENT].numpy().shape == (8, 784)
-            assert set(content.config_records) == {protocol.CLIENT, protocol.POLICY_USED}
-            assert set(content[protocol.CLIENT].keys()) == {protocol.CLIENT_ID, "partition-id"}
+            assert set(content.array_records) == {gswgan.SANITIZED}
+            assert list(content[gswgan.SANITIZED].keys()) == [gswgan.GRADIENT]
+            assert content[gswgan.SANITIZED][gswgan.GRADIENT].numpy().shape == (8, 784)
+            assert set(content.config_records) == {common.CLIENT, common.POLICY_USED}
+            assert set(content[common.CLIENT].keys()) == {common.CLIENT_ID, "partition-id"}
             assert not content.metric_records  # no statistic of the private data
         assert step["outcome"].answered == 2 and step["outcome"].dropped == 3
         assert step["generator_changed"]
@@ -78,6 +78,6 @@ def test_replies_budgets_and_bad_clients_through_the_real_engine(tmp_path) -> No
 
     # every client's own ledger (on disk) is at or below the server's (conservative) count
     for partition in range(5):
-        session = ClientSession(config, partition)
+        session = GSWGANSession(config, partition)
         assert session.ledger.query_counts() == {session.client_id: 3}
         assert record[4]["ledger"][session.client_id] == 4

@@ -4,8 +4,9 @@
   ``fedgs.client`` or ``fedgs.simulations`` (the checkout-root packages mapped into ``fedgs``).
 - The server never imports the client, and neither imports the simulations: a deployment runs
   them in separate processes, and the server must not depend on code that touches private data.
-- The privacy math, the models and the training steps import no Flower: they are what a reviewer
-  audits and what other frameworks could reuse.
+- The privacy math, the models and the training steps import no Flower, nor the wire protocols
+  (``fedgs.protocols``, which speak Flower records): they are what a reviewer audits and what
+  other frameworks could reuse.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "fedgs": ("fedgs.server", "fedgs.client", "fedgs.simulations"),
     "server": ("fedgs.client", "fedgs.simulations"),
     "client": ("fedgs.server", "fedgs.simulations"),
-    "fedgs/privacy": ("flwr",),
-    "fedgs/models": ("flwr",),
-    "fedgs/training": ("flwr",),
+    "fedgs/privacy": ("flwr", "fedgs.protocols"),
+    "fedgs/models": ("flwr", "fedgs.protocols"),
+    "fedgs/training": ("flwr", "fedgs.protocols"),
 }
 
 
@@ -59,10 +60,12 @@ def test_a_crossing_import_is_found(tmp_path: Path) -> None:
         "def late():\n    from fedgs.simulations.simulate import run\n"
     )
     (tmp_path / "fedgs" / "privacy" / "math.py").write_text("import flwr.app\n")
-    (tmp_path / "server" / "run.py").write_text("from fedgs.client import session\n")
+    (tmp_path / "fedgs" / "privacy" / "codec.py").write_text("from fedgs.protocols import common\n")
+    (tmp_path / "server" / "run.py").write_text("from fedgs.client import gswgan_session\n")
     (tmp_path / "client" / "app.py").write_text("from fedgs.server_helpers import x\n")  # allowed
     assert violations(tmp_path, FORBIDDEN) == [
         "fedgs/evaluation.py: fedgs.simulations.simulate",
+        "fedgs/privacy/codec.py: fedgs.protocols",
         "fedgs/privacy/math.py: flwr.app",
         "server/run.py: fedgs.client",
     ]

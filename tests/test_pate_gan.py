@@ -8,14 +8,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from flwr.app import Array, ArrayRecord, RecordDict
+from flwr.app import RecordDict
 
-from fedgs import protocol, protocol_pate
-from fedgs.client.pate_session import PateTeacher, teacher_session
-from fedgs.client.session import RequestRefused
+from fedgs.client.common import RequestRefused
+from fedgs.client.pate_gan_session import PateTeacher, teacher_session
 from fedgs.comm import pate_protocol_bytes
 from fedgs.privacy.pate import noisy_labels
-from fedgs.protocol import ProtocolError
+from fedgs.protocols import common, pate_gan
+from fedgs.protocols.common import ProtocolError
 from fedgs.run_config import RunConfig
 from fedgs.training.hparams import GSWGANConfig
 from fedgs.training.pate_gan import PateGANTrainer, TeacherDiscriminator
@@ -53,9 +53,9 @@ def test_noisy_labels_follow_a_clear_majority_and_are_fresh() -> None:
 @pytest.mark.parametrize("samples", [1, 8, 37, 160])
 def test_votes_round_trip_in_one_bit_each(samples: int) -> None:
     real = np.random.default_rng(samples).random(samples) < 0.5
-    packed = protocol_pate.encode_real_votes(real)
-    assert packed[protocol_pate.REAL].nbytes == math.ceil(samples / 8)
-    assert np.array_equal(protocol_pate.decode_real_votes(packed, samples), real)
+    packed = pate_gan.encode_real_votes(real)
+    assert common.record_arrays(packed)[pate_gan.REAL].nbytes == math.ceil(samples / 8)
+    assert np.array_equal(pate_gan.decode_real_votes(packed, samples), real)
 
 
 def test_up_bytes_are_one_bit_per_ballot_sample() -> None:
@@ -66,15 +66,15 @@ def test_up_bytes_are_one_bit_per_ballot_sample() -> None:
 @pytest.mark.parametrize(
     ("arrays", "samples"),
     [
-        ({protocol_pate.REAL: np.zeros(4, dtype=np.uint8)}, 40),  # wrong size for the ballot
-        ({protocol_pate.REAL: np.array([0, 0, 0, 0b11], dtype=np.uint8)}, 30),  # padding bit
-        ({protocol_pate.REAL: np.zeros(4, dtype=np.int32)}, 30),
-        ({protocol_pate.REAL: np.zeros(4, dtype=np.uint8), "logits": np.zeros(30)}, 30),
+        ({pate_gan.REAL: np.zeros(4, dtype=np.uint8)}, 40),  # wrong size for the ballot
+        ({pate_gan.REAL: np.array([0, 0, 0, 0b11], dtype=np.uint8)}, 30),  # padding bit
+        ({pate_gan.REAL: np.zeros(4, dtype=np.int32)}, 30),
+        ({pate_gan.REAL: np.zeros(4, dtype=np.uint8), "logits": np.zeros(30)}, 30),
     ],
 )
 def test_server_refuses_malformed_votes(arrays: dict, samples: int) -> None:
     with pytest.raises(ProtocolError):
-        protocol_pate.decode_real_votes(arrays, samples)
+        pate_gan.decode_real_votes(common.arrays_record(arrays), samples)
 
 
 CONFIG = GSWGANConfig(batch_size=8, generator_width=4, critic_width=4, lr_critic=1e-3)
@@ -129,23 +129,23 @@ def config(tmp_path) -> RunConfig:
 
 def _query(teacher_batches: int = 2, ballot_batches: int = 3) -> RecordDict:
     training, ballot = PateGANTrainer(10, CONFIG, seed=0).propose(teacher_batches, ballot_batches)
-    records = {}
-    for key, batches in ((protocol.FAKES, training), (protocol_pate.BALLOT, ballot)):
-        arrays = protocol.encode_fakes(batches.images, batches.labels)
-        records[key] = ArrayRecord({k: Array(v) for k, v in arrays.items()})
-    return RecordDict(records)
+    return RecordDict(
+        {
+            key: common.encode_fakes(batches.images, batches.labels)
+            for key, batches in ((common.FAKES, training), (pate_gan.BALLOT, ballot))
+        }
+    )
 
 
 def test_teacher_replies_with_one_bit_per_ballot_sample(config: RunConfig) -> None:
     reply = PateTeacher(config, 0).answer(_query())
-    assert set(reply.array_records) == {protocol_pate.VOTES}
-    arrays = {k: a.numpy() for k, a in reply.array_records[protocol_pate.VOTES].items()}
-    assert protocol_pate.decode_real_votes(arrays, 24).shape == (24,)
-    assert set(reply.config_records) == {protocol.CLIENT, protocol.POLICY_USED}
+    assert set(reply.array_records) == {pate_gan.VOTES}
+    assert pate_gan.decode_real_votes(reply.array_records[pate_gan.VOTES], 24).shape == (24,)
+    assert set(reply.config_records) == {common.CLIENT, common.POLICY_USED}
     assert not reply.metric_records  # no loss or logit gap of the teacher's data
-    assert reply[protocol.POLICY_USED]["strategy"] == "pate-gan"
+    assert reply[common.POLICY_USED]["strategy"] == "pate-gan"
     with pytest.raises(ProtocolError, match="ballot"):
-        PateTeacher(config, 0).answer(RecordDict({protocol.FAKES: _query()[protocol.FAKES]}))
+        PateTeacher(config, 0).answer(RecordDict({common.FAKES: _query()[common.FAKES]}))
 
 
 def test_teacher_warm_starts_its_classifier_once(config: RunConfig) -> None:

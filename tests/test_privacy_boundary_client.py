@@ -21,29 +21,31 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from flwr.app import Array, ArrayRecord, RecordDict
+from flwr.app import ArrayRecord, RecordDict
 from privacy_boundary_apps import fakes, serve_in_worker
 
-from fedgs import protocol, protocol_datalens, protocol_fedavg, protocol_pate
 from fedgs.client import gate
+from fedgs.client.common import RequestRefused
+from fedgs.client.critic_session import CriticSession
 from fedgs.client.datalens_session import DataLensTeacher
-from fedgs.client.fedavg_session import FedAvgClient
-from fedgs.client.pate_session import PateTeacher, teacher_session
-from fedgs.client.session import ClientSession, RequestRefused
+from fedgs.client.fedavg_gan_session import FedAvgClient
+from fedgs.client.gswgan_session import GSWGANSession
+from fedgs.client.pate_gan_session import PateTeacher, teacher_session
 from fedgs.client.state_store import ClientStateStore
 from fedgs.data.federated import ClientArrays, save_federated
 from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
+from fedgs.protocols import common, datalens, fedavg_gan, gswgan, pate_gan
 from fedgs.run_config import RunConfig
 from fedgs.run_data import state_dir_for
 from fedgs.training.fedavg_gan import build_critic
 
 TINY = {"generator_width": 4, "critic_width": 4, "batch_size": 8, "critic_steps": 2}
 PAYLOAD = {
-    "gswgan": protocol.SANITIZED,
-    "fedavg-gan": protocol_fedavg.DELTA,
-    "datalens": protocol_datalens.VOTES,
-    "pate-gan": protocol_pate.VOTES,
+    "gswgan": gswgan.SANITIZED,
+    "fedavg-gan": fedavg_gan.DELTA,
+    "datalens": datalens.VOTES,
+    "pate-gan": pate_gan.VOTES,
 }
 
 
@@ -75,7 +77,7 @@ def _public(reply: RecordDict, strategy: str) -> dict:
     out: dict = {}
     for name, record in reply.items():
         if isinstance(record, ArrayRecord):
-            arrays = {k: a.numpy() for k, a in record.items()}
+            arrays = common.record_arrays(record)
             if name == PAYLOAD[strategy]:
                 out[name] = {k: (v.shape, str(v.dtype)) for k, v in arrays.items()}
             else:
@@ -87,38 +89,35 @@ def _public(reply: RecordDict, strategy: str) -> dict:
 
 def _fedavg_query(config: RunConfig) -> RecordDict:
     critic = build_critic(config.fedavg_gan(), 10)
-    weights = protocol_fedavg.encode_arrays(
-        {k: v.numpy() for k, v in critic.state_dict().items()}, "float32"
-    )
+    weights = {k: v.numpy() for k, v in critic.state_dict().items()}
     content = fakes(config.batch_size)
-    content[protocol_fedavg.CRITIC] = ArrayRecord({k: Array(v) for k, v in weights.items()})
+    content[fedavg_gan.CRITIC] = fedavg_gan.encode_arrays(weights, "float32")
     return content
 
 
 def _pate_query(config: RunConfig) -> RecordDict:
     content = fakes(config.batch_size)
-    content[protocol_pate.BALLOT] = fakes(config.batch_size, seed=7)[protocol.FAKES]
+    content[pate_gan.BALLOT] = fakes(config.batch_size, seed=7)[common.FAKES]
     return content
 
 
 def _replies(config: RunConfig, strategy: str) -> tuple[list[RecordDict], dict]:
     """What one client (writer w0) sends for a warm start and two queries, and its critic."""
     if strategy == "gswgan":
-        warm = ClientSession(config, 0).warm_start(RecordDict())
-        answers = [ClientSession(config, 0).answer(fakes(8, seed=s)) for s in (1, 2)]
-        return [warm, *answers], ClientSession(config, 0).critic.critic.state_dict()
+        warm = GSWGANSession(config, 0).warm_start(RecordDict())
+        answers = [GSWGANSession(config, 0).answer(fakes(8, seed=s)) for s in (1, 2)]
+        return [warm, *answers], GSWGANSession(config, 0).critic.critic.state_dict()
     if strategy == "datalens":
-        warm = ClientSession(config, 0).warm_start(RecordDict())
+        warm = CriticSession(config, 0).warm_start(RecordDict())
         answers = [DataLensTeacher(config, 0).answer(fakes(8, seed=s)) for s in (1, 2)]
-        return [warm, *answers], ClientSession(config, 0).critic.critic.state_dict()
+        return [warm, *answers], CriticSession(config, 0).critic.critic.state_dict()
     if strategy == "pate-gan":
         warm = teacher_session(config, 0).warm_start(RecordDict())
         answers = [PateTeacher(config, 0).answer(_pate_query(config)) for _ in range(2)]
         return [warm, *answers], teacher_session(config, 0).critic.critic.state_dict()
     client = FedAvgClient(config, 0)
     reply = client.answer(_fedavg_query(config))
-    delta = {k: a.numpy() for k, a in reply[protocol_fedavg.DELTA].items()}
-    return [reply], delta
+    return [reply], common.record_arrays(reply[fedavg_gan.DELTA])
 
 
 @pytest.mark.parametrize("strategy", ["gswgan", "datalens", "pate-gan", "fedavg-gan"])
@@ -154,7 +153,7 @@ def config(tmp_path: Path) -> RunConfig:
 
 
 def _state_file(config: RunConfig) -> Path:
-    client_id = ClientSession(config, 0).client_id
+    client_id = GSWGANSession(config, 0).client_id
     return ClientStateStore(state_dir_for(config)).path(client_id)
 
 
@@ -170,25 +169,25 @@ def test_requests_outside_the_policy_are_refused_and_change_nothing(config: RunC
     budget = _epsilon_of(2, config, sigma) * 1.0001  # two queries of this size
     policy = NodePolicy(min_noise_multiplier=sigma, max_batch_size=8, epsilon_budget=budget)
     asked = config.with_updates(noise_multiplier=sigma)
-    gate.serve(protocol.QUERY, fakes(8), asked, policy, 0)
+    gate.serve(gswgan.QUERY, fakes(8), asked, policy, 0)
     path = _state_file(config)
     before = path.read_bytes()
     refused = [
-        (protocol.QUERY, fakes(8), config.with_updates(noise_multiplier=1.0), "below"),
-        (protocol.QUERY, fakes(9), asked, "above this node's maximum"),
-        (protocol_datalens.QUERY, fakes(8), asked, "serves only gswgan"),
-        (protocol_fedavg.QUERY, fakes(8), asked, "serves only gswgan"),
-        (protocol_pate.QUERY, fakes(8), asked, "serves only gswgan"),
+        (gswgan.QUERY, fakes(8), config.with_updates(noise_multiplier=1.0), "below"),
+        (gswgan.QUERY, fakes(9), asked, "above this node's maximum"),
+        (datalens.QUERY, fakes(8), asked, "serves only gswgan"),
+        (fedavg_gan.QUERY, fakes(8), asked, "serves only gswgan"),
+        (pate_gan.QUERY, fakes(8), asked, "serves only gswgan"),
         ("train.nonsense", fakes(8), asked, "serves only gswgan"),
     ]
     for message_type, content, run_config, reason in refused:
         with pytest.raises(PolicyViolation, match=reason):
             gate.serve(message_type, content, run_config, policy, 0)
         assert path.read_bytes() == before, reason
-    gate.serve(protocol.QUERY, fakes(8, seed=1), asked, policy, 0)  # the second allowed query
+    gate.serve(gswgan.QUERY, fakes(8, seed=1), asked, policy, 0)  # the second allowed query
     paid = path.read_bytes()
     with pytest.raises(RequestRefused, match="privacy budget exhausted"):
-        gate.serve(protocol.QUERY, fakes(8, seed=2), asked, policy, 0)
+        gate.serve(gswgan.QUERY, fakes(8, seed=2), asked, policy, 0)
     assert path.read_bytes() == paid  # ledger and critic untouched by the refusal
 
 
@@ -197,8 +196,8 @@ def test_the_node_policy_wins_over_the_run_config(config: RunConfig) -> None:
     policy = NodePolicy.from_node_config(node | {"policy-epsilon-budget": 500.0})
     # the server asks for a looser clip norm, delta and budget: the node applies its own
     loose = config.with_updates(noise_multiplier=3.0, clip_norm=10.0, delta=0.1)
-    reply = gate.serve(protocol.QUERY, fakes(8), loose, policy, 0)
-    assert dict(reply[protocol.POLICY_USED]) == {
+    reply = gate.serve(gswgan.QUERY, fakes(8), loose, policy, 0)
+    assert dict(reply[common.POLICY_USED]) == {
         "strategy": "gswgan",
         "noise-multiplier": 3.0,  # asking for more noise is allowed
         "clip-norm": 0.5,
@@ -277,7 +276,7 @@ def test_concurrent_threads_cannot_pass_the_budget(config: RunConfig) -> None:
 
     def one(seed: int) -> str:
         try:
-            gate.serve(protocol.QUERY, fakes(8, seed=seed), config, policy, 0)
+            gate.serve(gswgan.QUERY, fakes(8, seed=seed), config, policy, 0)
         except RequestRefused as error:
             return str(error)
         return "answered"
@@ -286,7 +285,7 @@ def test_concurrent_threads_cannot_pass_the_budget(config: RunConfig) -> None:
         outcomes = list(pool.map(one, range(fired)))
     assert outcomes.count("answered") == allowed, outcomes
     assert all("budget exhausted" in o for o in outcomes if o != "answered")
-    session = ClientSession(config, 0)
+    session = GSWGANSession(config, 0)
     assert session.ledger.query_counts() == {session.client_id: allowed}
 
 
@@ -298,11 +297,11 @@ def test_concurrent_processes_cannot_pass_the_budget(config: RunConfig) -> None:
         epsilon_budget=_epsilon_of(allowed, config, config.noise_multiplier) * 1.0001,
     )
     values = {f.name: getattr(config, f.name) for f in fields(RunConfig)}
-    jobs = [(protocol.QUERY, json.dumps(asdict(policy)), values, seed) for seed in range(fired)]
+    jobs = [(gswgan.QUERY, json.dumps(asdict(policy)), values, seed) for seed in range(fired)]
     with multiprocessing.get_context("fork").Pool(fired) as pool:
         outcomes = pool.map(serve_in_worker, jobs)
     assert outcomes.count("answered") == allowed, outcomes
-    session = ClientSession(config, 0)
+    session = GSWGANSession(config, 0)
     assert session.ledger.query_counts() == {session.client_id: allowed}
 
 
@@ -311,19 +310,19 @@ def test_concurrent_processes_cannot_pass_the_budget(config: RunConfig) -> None:
 
 def test_a_diverged_critic_answers_like_a_healthy_one_and_pays(config: RunConfig) -> None:
     policy = NodePolicy.from_run_config(config)
-    healthy = gate.serve(protocol.QUERY, fakes(8), config, policy, 0)
-    session = ClientSession(config, 0)
+    healthy = gate.serve(gswgan.QUERY, fakes(8), config, policy, 0)
+    session = GSWGANSession(config, 0)
     with torch.no_grad():
         for parameter in session.critic.critic.parameters():
             parameter.fill_(float("nan"))
     session.save()
-    diverged = gate.serve(protocol.QUERY, fakes(8, seed=1), config, policy, 0)
+    diverged = gate.serve(gswgan.QUERY, fakes(8, seed=1), config, policy, 0)
     assert _public(diverged, "gswgan") == _public(healthy, "gswgan")
-    values = diverged[protocol.SANITIZED][protocol.GRADIENT].numpy()
+    values = diverged[gswgan.SANITIZED][gswgan.GRADIENT].numpy()
     assert np.isfinite(values).all()
     std = 2 * config.clip_norm * config.noise_multiplier  # zero signal plus the same noise
     assert abs(values.std() / std - 1) < 0.1 and abs(values.mean()) < 0.1 * std
-    after = ClientSession(config, 0)
+    after = GSWGANSession(config, 0)
     assert after.ledger.query_counts() == {after.client_id: 2}  # paid like any answer
     assert after.store.failures(after.client_id) == 1  # counted locally, never sent
 
@@ -341,7 +340,7 @@ def _probe_outcomes(run_dir: Path) -> tuple[dict[int, dict[str, str]], list[dict
             outcome = entry.get("reason", "answered")
             if outcome == "answered":
                 assert entry["records"] == sorted(
-                    [protocol.SANITIZED, protocol.CLIENT, protocol.POLICY_USED]
+                    [gswgan.SANITIZED, common.CLIENT, common.POLICY_USED]
                 )
             outcomes.setdefault(entry["node"], {})[entry["request"]] = outcome
     return outcomes, [entry["state"] for entry in entries if "state" in entry]
@@ -389,9 +388,9 @@ def test_policy_refusals_through_the_simulation_engine(tmp_path: Path) -> None:
     (served,) = [o for o in outcomes.values() if o["valid"] == "answered"]
     assert all("below this node's minimum" in strict[r] for r in ("valid", "big-batch", "again-0"))
     _assert_policy_held(served, states)
-    session = ClientSession(config, 0)  # the strict node's writer never paid anything
+    session = GSWGANSession(config, 0)  # the strict node's writer never paid anything
     assert session.ledger.query_counts() == {}
-    assert sum(ClientSession(config, 1).ledger.query_counts().values()) == 2
+    assert sum(GSWGANSession(config, 1).ledger.query_counts().values()) == 2
 
 
 @pytest.mark.slow

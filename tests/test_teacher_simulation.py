@@ -13,10 +13,10 @@ import pytest
 from flower_apps import simulate
 from teacher_apps import TAMPERED, recording_teacher_server_app, tampering_teacher_app
 
-from fedgs import protocol, protocol_datalens, protocol_pate
 from fedgs.comm import datalens_protocol_bytes, message_bytes, pate_protocol_bytes
 from fedgs.evaluation.generator_loader import load_generator
 from fedgs.privacy.teacher_ledger import TeacherLedger
+from fedgs.protocols import common, datalens, pate_gan
 from fedgs.run_config import RunConfig
 
 pytestmark = pytest.mark.slow
@@ -35,11 +35,11 @@ SMALL = {
     "pate-teacher-steps": 1,
     "pate-student-steps": 2,
 }
-VOTES = {"datalens": protocol_datalens.VOTES, "pate-gan": protocol_pate.VOTES}
+VOTES = {"datalens": datalens.VOTES, "pate-gan": pate_gan.VOTES}
 
 
 def _partition(reply) -> int:
-    return int(reply.content[protocol.CLIENT]["partition-id"])
+    return int(reply.content[common.CLIENT]["partition-id"])
 
 
 @pytest.mark.parametrize("strategy", ["datalens", "pate-gan"])
@@ -62,11 +62,11 @@ def test_votes_are_validated_paid_for_and_compact(strategy: str, tmp_path) -> No
         assert seen["generator_changed"]
         # every teacher asked is charged when the query is sent, dropped votes included
         honest = [r for r in seen["replies"] if _partition(r) not in TAMPERED]
-        ids = {str(r.content[protocol.CLIENT][protocol.CLIENT_ID]) for r in seen["replies"]}
+        ids = {str(r.content[common.CLIENT][common.CLIENT_ID]) for r in seen["replies"]}
         assert len(ids) == 5 and seen["ledger"] == dict.fromkeys(ids, step)
         for reply in honest:
             assert set(reply.content.array_records) == {VOTES[strategy]}
-            assert set(reply.content.config_records) == {protocol.CLIENT, protocol.POLICY_USED}
+            assert set(reply.content.config_records) == {common.CLIENT, common.POLICY_USED}
             assert not reply.content.metric_records  # no statistic of the teacher's data
     # bytes on the wire: the analytic payload plus a bounded framing cost per array
     first = record[0]

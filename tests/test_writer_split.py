@@ -1,6 +1,6 @@
 """The evaluation writers never reach a client, whatever the run's options.
 
-The real-data test goes through the API clients use (client/session.py's ``dataset_for`` ->
+The real-data test goes through the API clients use (fedgs/run_data.py's ``dataset_for`` ->
 ``FederatedDataset.client_train``) and compares pixels, not just writer ids.
 """
 

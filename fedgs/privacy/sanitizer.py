@@ -22,8 +22,8 @@ class SanitizedGradient:
     """A clipped and noised gradient batch, plus pre-clip norms for local monitoring.
 
     Only ``values`` is privatized and only ``values`` leaves a client
-    (``protocol.encode_gradient``): the pre-clip norms are a function of the private data that
-    no epsilon covers, so no reply carries them.
+    (``fedgs.protocols.gswgan.encode_gradient``): the pre-clip norms are a function of the
+    private data that no epsilon covers, so no reply carries them.
     """
 
     values: torch.Tensor

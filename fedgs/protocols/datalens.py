@@ -1,8 +1,9 @@
 """The DataLens wire protocol (trusted aggregator, ALGORITHMS.md s.6).
 
-Down, message type ``train.datalens``: ArrayRecord ``fakes`` as in ``fedgs.protocol`` (n_dis
-batches; the last is the one voted on). Every sampled teacher gets the same batches.
-Up: ArrayRecord ``votes`` and nothing else besides metrics and the client id:
+Down, message type ``train.datalens``: ArrayRecord ``fakes`` (n_dis batches in the format of
+``fedgs.protocols.common``; the last is the one voted on). Every sampled teacher gets the same
+batches.
+Up: ArrayRecord ``votes``, with the identity and policy records every reply carries:
   ``mask`` uint8 (B, 98): the 784-bit map of each row's non-zero votes, packed (numpy bit order);
   ``signs`` uint8 (B, ceil(k/8)): one bit per non-zero vote in coordinate order (1 = +1), zero
   padded. 123 bytes per row at k = 200, where a float32 row is 3,136.
@@ -14,9 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from flwr.app import ArrayRecord
 
 from fedgs.algorithms import ALGORITHMS
-from fedgs.protocol import PIXELS, ProtocolError
+from fedgs.protocols.common import PIXELS, ProtocolError, arrays_record, record_arrays
 
 QUERY = ALGORITHMS["datalens"].query
 VOTES, MASK, SIGNS = "votes", "mask", "signs"
@@ -27,7 +29,7 @@ def sign_bytes(top_k: int) -> int:
     return (top_k + 7) // 8
 
 
-def encode_votes(votes: torch.Tensor, top_k: int) -> dict[str, np.ndarray]:
+def encode_votes(votes: torch.Tensor, top_k: int) -> ArrayRecord:
     """Pack (B, 784) votes in {-1, 0, +1} with at most ``top_k`` non-zeros per row."""
     values = votes.detach().cpu().numpy().astype(np.int8)
     if values.ndim != 2 or values.shape[1] != PIXELS:
@@ -39,11 +41,12 @@ def encode_votes(votes: torch.Tensor, top_k: int) -> dict[str, np.ndarray]:
     rows, cols = np.nonzero(nonzero)
     bits = np.zeros((values.shape[0], sign_bytes(top_k) * 8), dtype=np.uint8)
     bits[rows, rank[rows, cols]] = values[rows, cols] > 0
-    return {MASK: np.packbits(nonzero, axis=1), SIGNS: np.packbits(bits, axis=1)}
+    return arrays_record({MASK: np.packbits(nonzero, axis=1), SIGNS: np.packbits(bits, axis=1)})
 
 
-def decode_votes(arrays: dict[str, np.ndarray], batch_size: int, top_k: int) -> torch.Tensor:
+def decode_votes(record: ArrayRecord, batch_size: int, top_k: int) -> torch.Tensor:
     """The server's check of a reply; returns int8 votes (B, 784) or raises ProtocolError."""
+    arrays = record_arrays(record)
     if set(arrays) != {MASK, SIGNS}:
         raise ProtocolError(f"votes must hold exactly '{MASK}' and '{SIGNS}', got {sorted(arrays)}")
     mask, signs = arrays[MASK], arrays[SIGNS]

@@ -13,12 +13,12 @@ import logging
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, RecordDict
+from flwr.app import RecordDict
 
-from fedgs import protocol, protocol_fedavg
-from fedgs.client.session import RequestRefused, build_reply, client_id_of
+from fedgs.client.common import RequestRefused, client_id_of
 from fedgs.client.state_store import ClientStateStore
 from fedgs.privacy.dp_fedavg import NonFiniteDeltaError, clip_delta
+from fedgs.protocols import common, fedavg_gan
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for, state_dir_for
 from fedgs.training.fedavg_gan import build_critic, local_critic_delta
@@ -40,20 +40,15 @@ class FedAvgClient:
                 "this client has an untrusted-server privacy budget and Fed-Avg GAN sends "
                 "unnoised critic deltas (its guarantee needs a trusted server)"
             )
-        for key in (protocol_fedavg.CRITIC, protocol.FAKES):
-            if key not in content:
-                raise protocol.ProtocolError(f"query is missing the '{key}' ArrayRecord")
+        weights_record = common.required(content, fedavg_gan.CRITIC, "query")
+        fakes_record = common.required(content, common.FAKES, "query")
         critic = build_critic(self.fedavg, self.dataset.num_classes)
         expected = {name: tuple(t.shape) for name, t in critic.state_dict().items()}
-        weights = protocol_fedavg.decode_arrays(
-            {k: a.numpy() for k, a in content[protocol_fedavg.CRITIC].items()}, expected, "critic"
-        )
+        weights = fedavg_gan.decode_arrays(weights_record, expected, "critic")
         critic.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
-        fakes = protocol.decode_fakes(
-            {k: a.numpy() for k, a in content[protocol.FAKES].items()}, self.dataset.num_classes
-        )
+        fakes = common.decode_fakes(fakes_record, self.dataset.num_classes)
         images, labels = self.dataset.client_train(self.partition_id)
-        step = int(content.config_records.get("config", {}).get("step", 0))
+        step = common.query_step(content)
         rng = torch.Generator().manual_seed(self.config.seed * 1_000_003 + self.partition_id + step)
 
         def real_batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,7 +58,7 @@ class FedAvgClient:
         result = local_critic_delta(critic, real_batch, fakes.pairs(), self.fedavg)
         names = list(result.delta)
         clipped = self._clipped([result.delta[n] for n in names])
-        delta = protocol_fedavg.encode_arrays(
+        delta = fedavg_gan.encode_arrays(
             dict(zip(names, clipped, strict=True)), self.config.wire_dtype
         )
         used = {
@@ -71,8 +66,9 @@ class FedAvgClient:
             "clip-norm": self.fedavg.clip_norm,
             "batch-size": int(fakes.labels.shape[1]),
         }
-        payload = {protocol_fedavg.DELTA: ArrayRecord({k: Array(v) for k, v in delta.items()})}
-        return build_reply(payload, self.client_id, self.partition_id, used)
+        return common.reply_content(
+            {fedavg_gan.DELTA: delta}, self.client_id, self.partition_id, used
+        )
 
     def _clipped(self, delta: list[np.ndarray]) -> list[np.ndarray]:
         """The delta clipped to S; a diverged one (NaN/inf) becomes a zero delta of the same

@@ -16,11 +16,11 @@ from collections.abc import Iterable
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 
-from fedgs import protocol
 from fedgs.privacy import PrivacyLedger
+from fedgs.protocols import common, gswgan
 from fedgs.server.replies import (
     NodeIdentities,
     ServerScoredStrategy,
@@ -90,14 +90,9 @@ class GSWGANStrategy(ServerScoredStrategy):
         self._record_sent(nodes)
         messages = []
         for node, query in zip(nodes, queries, strict=True):
-            fakes = protocol.encode_fakes(query.images, query.labels, self.wire_dtype)
-            content = RecordDict(
-                {
-                    protocol.FAKES: ArrayRecord({k: Array(v) for k, v in fakes.items()}),
-                    "config": ConfigRecord({"step": server_round}),
-                }
-            )
-            messages.append(Message(content, dst_node_id=node, message_type=protocol.QUERY))
+            fakes = common.encode_fakes(query.images, query.labels, self.wire_dtype)
+            content = common.query_content({common.FAKES: fakes}, server_round)
+            messages.append(Message(content, dst_node_id=node, message_type=gswgan.QUERY))
         return messages
 
     def asked(self) -> dict[str, float | int | str]:
@@ -134,19 +129,16 @@ class GSWGANStrategy(ServerScoredStrategy):
         config = self.trainer.config
         outcome = StepOutcome(sampled=len(self._slots))
         gradients: list[torch.Tensor | None] = [None] * len(self._slots)
-        bound = protocol.plausible_magnitude(config.clip_norm, config.noise_multiplier)
+        bound = gswgan.plausible_magnitude(config.clip_norm, config.noise_multiplier)
         unanswered = set(self._slots)
         for reply in expected_replies(replies, unanswered, outcome):
             node = reply.metadata.src_node_id
             try:
                 self._learn(reply)
                 check_policy_used(reply, self.asked())
-                record = reply.content.array_records.get(protocol.SANITIZED)
-                if record is None:
-                    raise protocol.ProtocolError(f"reply has no '{protocol.SANITIZED}' ArrayRecord")
-                arrays = {k: a.numpy() for k, a in record.items()}
-                rows = protocol.decode_gradient(arrays, config.batch_size, bound)
-            except (protocol.ProtocolError, ValueError, TypeError) as error:
+                record = common.required(reply.content, gswgan.SANITIZED, "reply")
+                rows = gswgan.decode_gradient(record, config.batch_size, bound)
+            except (common.ProtocolError, ValueError, TypeError) as error:
                 outcome.drop(node, error)
                 continue
             gradients[self._slots[node]] = rows

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from flwr.app import Array, ArrayRecord, Message
+from flwr.app import ArrayRecord, Message
 
-from fedgs import protocol, protocol_pate
 from fedgs.privacy.pate import noisy_labels
 from fedgs.privacy.teacher_events import TeacherKind, pate_step_kind
 from fedgs.privacy.teacher_ledger import TeacherLedger
+from fedgs.protocols import common, pate_gan
 from fedgs.run_config import RunConfig
 from fedgs.server.replies import NodeIdentities
 from fedgs.server.teacher_strategy import TeacherStrategy
@@ -46,7 +46,7 @@ class PateSettings:
 
 
 class PateGANStrategy(TeacherStrategy):
-    message_type = protocol_pate.QUERY
+    message_type = pate_gan.QUERY
     name = "PATE-GAN"
     strategy = "pate-gan"
 
@@ -73,18 +73,14 @@ class PateGANStrategy(TeacherStrategy):
     def query(self, server_round: int) -> dict[str, ArrayRecord]:
         s = self.settings
         training, ballot = self.trainer.propose(s.teacher_steps, s.student_steps)
-        records = {}
-        for key, batches in ((protocol.FAKES, training), (protocol_pate.BALLOT, ballot)):
-            arrays = protocol.encode_fakes(batches.images, batches.labels, self.wire_dtype)
-            records[key] = ArrayRecord({k: Array(v) for k, v in arrays.items()})
-        return records
+        return {
+            key: common.encode_fakes(batches.images, batches.labels, self.wire_dtype)
+            for key, batches in ((common.FAKES, training), (pate_gan.BALLOT, ballot))
+        }
 
     def decode(self, reply: Message) -> np.ndarray:
-        record = reply.content.array_records.get(protocol_pate.VOTES)
-        if record is None:
-            raise protocol.ProtocolError(f"reply has no '{protocol_pate.VOTES}' ArrayRecord")
-        arrays = {k: a.numpy() for k, a in record.items()}
-        return protocol_pate.decode_real_votes(arrays, self.ballot_size)
+        record = common.required(reply.content, pate_gan.VOTES, "reply")
+        return pate_gan.decode_real_votes(record, self.ballot_size)
 
     def step_kind(self) -> TeacherKind:
         return pate_step_kind(self.settings.laplace_scale, self.ballot_size)

@@ -1,10 +1,10 @@
 """The Fed-Avg GAN wire protocol (trusted server, ALGORITHMS.md s.2).
 
 Down, message type ``train.fedavggan``: ArrayRecord ``critic`` (D's state dict: parameters and
-buffers), ArrayRecord ``fakes`` (n_D batches, as in ``fedgs.protocol``).
+buffers), ArrayRecord ``fakes`` (n_D batches, ``fedgs.protocols.common``).
 Up: ArrayRecord ``delta``: D_after - D_before for every *parameter* of D and nothing else, clipped
 by the client to the run's bound S (the server clips again: it trusts no client to have done it);
-MetricRecord ``metrics``; ConfigRecord ``client``.
+with the identity and policy records every reply carries.
 Every array is checked against the receiver's own copy of the network: same names, same shapes,
 finite values. Float payloads may be float32, float16 or bfloat16 (``fedgs.wire``).
 """
@@ -14,21 +14,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+from flwr.app import ArrayRecord
 
 from fedgs import wire
 from fedgs.algorithms import ALGORITHMS
-from fedgs.protocol import ProtocolError
+from fedgs.protocols.common import ProtocolError, arrays_record
 
 QUERY = ALGORITHMS["fedavg-gan"].query
 CRITIC, DELTA = "critic", "delta"
 
 
-def encode_arrays(arrays: Mapping[str, np.ndarray], wire_dtype: str) -> dict[str, np.ndarray]:
-    return {name: wire.encode(values, wire_dtype) for name, values in arrays.items()}
+def encode_arrays(arrays: Mapping[str, np.ndarray], wire_dtype: str) -> ArrayRecord:
+    return arrays_record({name: wire.encode(values, wire_dtype) for name, values in arrays.items()})
 
 
 def decode_arrays(
-    payload: Mapping[str, np.ndarray], expected: Mapping[str, tuple[int, ...]], what: str
+    payload: ArrayRecord, expected: Mapping[str, tuple[int, ...]], what: str
 ) -> dict[str, np.ndarray]:
     """float32 arrays with exactly the ``expected`` names and shapes, all finite."""
     if set(payload) != set(expected):
@@ -39,7 +40,7 @@ def decode_arrays(
     decoded = {}
     for name, shape in expected.items():
         try:
-            values = wire.decode(payload[name])
+            values = wire.decode(payload[name].numpy())
         except wire.WireFormatError as error:
             raise ProtocolError(f"{what} '{name}': {error}") from error
         if values.shape != tuple(shape):

@@ -16,12 +16,12 @@ import logging
 from collections.abc import Iterable
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 
-from fedgs import protocol, protocol_fedavg
 from fedgs.privacy import FedAvgLedger
 from fedgs.privacy.dp_fedavg import clip_delta, noisy_mean
+from fedgs.protocols import common, fedavg_gan
 from fedgs.server.replies import (
     NodeIdentities,
     ServerScoredStrategy,
@@ -88,22 +88,15 @@ class FedAvgGANStrategy(ServerScoredStrategy):
         self._pending = set(nodes)
         # one noised release per round, answered or not: paid when the round is sent
         self.ledger.record_round(self.trainer.config.clients_per_round, self._population)
-        weights = protocol_fedavg.encode_arrays(
-            critic_weights(self.trainer.critic), self.wire_dtype
-        )
-        critic = ArrayRecord({k: Array(v) for k, v in weights.items()})
+        critic = fedavg_gan.encode_arrays(critic_weights(self.trainer.critic), self.wire_dtype)
         messages = []
         for node in nodes:
             images, labels = self.trainer.propose()
-            fakes = protocol.encode_fakes(images, labels, self.wire_dtype)
-            content = RecordDict(
-                {
-                    protocol_fedavg.CRITIC: critic,
-                    protocol.FAKES: ArrayRecord({k: Array(v) for k, v in fakes.items()}),
-                    "config": ConfigRecord({"step": server_round}),
-                }
+            fakes = common.encode_fakes(images, labels, self.wire_dtype)
+            content = common.query_content(
+                {fedavg_gan.CRITIC: critic, common.FAKES: fakes}, server_round
             )
-            messages.append(Message(content, dst_node_id=node, message_type=protocol_fedavg.QUERY))
+            messages.append(Message(content, dst_node_id=node, message_type=fedavg_gan.QUERY))
         return messages
 
     def _clipped_delta(
@@ -114,12 +107,8 @@ class FedAvgGANStrategy(ServerScoredStrategy):
         check_policy_used(
             reply, {"strategy": "fedavg-gan", "batch-size": self.trainer.config.batch_size}
         )
-        record = reply.content.array_records.get(protocol_fedavg.DELTA)
-        if record is None:
-            raise protocol.ProtocolError(f"reply has no '{protocol_fedavg.DELTA}' ArrayRecord")
-        delta = protocol_fedavg.decode_arrays(
-            {k: a.numpy() for k, a in record.items()}, shapes, "delta"
-        )
+        record = common.required(reply.content, fedavg_gan.DELTA, "reply")
+        delta = fedavg_gan.decode_arrays(record, shapes, "delta")
         return clip_delta([delta[name] for name in shapes], self.trainer.config.clip_norm)
 
     def aggregate_train(
@@ -133,7 +122,7 @@ class FedAvgGANStrategy(ServerScoredStrategy):
             node = reply.metadata.src_node_id
             try:
                 delta, norm = self._clipped_delta(reply, shapes)
-            except (protocol.ProtocolError, ValueError, TypeError) as error:
+            except (common.ProtocolError, ValueError, TypeError) as error:
                 outcome.drop(node, error)
                 continue
             clipped.append(delta)
