@@ -21,7 +21,7 @@ from fedgs.client.app import build_client_app
 from fedgs.privacy import FedAvgLedger, PrivacyLedger
 from fedgs.run_config import RunConfig
 from fedgs.server.fedavg_strategy import FedAvgGANStrategy
-from fedgs.server.run import wait_for_nodes
+from fedgs.server.federated_run import wait_for_nodes
 from fedgs.server.strategy import GSWGANStrategy
 from fedgs.training.fedavg_gan import FedAvgGANTrainer
 from fedgs.training.generator import GeneratorTrainer
