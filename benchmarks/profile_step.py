@@ -27,9 +27,10 @@ from fedgs.privacy.sanitizer import sanitize
 from fedgs.protocols import common, gswgan
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for
-from fedgs.server.checkpoint import save_ledger
+from fedgs.server.checkpoint import LEDGER_NAME
 from fedgs.training.critic import PrivateCritic
 from fedgs.training.generator import GeneratorTrainer
+from fedgs.training.run_dir import write_atomic
 
 
 def median_ms(fn: Callable[[], object], repeats: int) -> float:
@@ -117,7 +118,8 @@ def profile(config: RunConfig, repeats: int, state_dir: Path) -> list[dict]:
         ("ledger: record query and step", "server", ledger_record, 1),
         (f"ledger: run epsilon, max over {len(clients)} clients", "server", lambda:
          ledger.epsilon_untrusted_max(config.delta, config.accountant), 1),
-        ("ledger: save (JSON, atomic)", "server", lambda: save_ledger(state_dir, ledger), 1),
+        ("ledger: save (JSON, atomic)", "server", lambda: write_atomic(
+            state_dir / LEDGER_NAME, ledger.to_json().encode()), 1),
     ]  # fmt: skip
     return [
         {"part": name, "side": side, "ms": median_ms(fn, repeats), "calls": calls}

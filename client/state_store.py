@@ -12,7 +12,6 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import io
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from fedgs.training.run_dir import write_atomic
 
 
 def _file_name(client_id: str) -> str:
@@ -48,13 +49,7 @@ class ClientStateStore:
     def save(self, client_id: str, state: dict[str, Any]) -> None:
         buffer = io.BytesIO()
         torch.save(state, buffer)
-        path = self.path(client_id)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as handle:
-            handle.write(buffer.getbuffer())
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        write_atomic(self.path(client_id), buffer.getvalue())
 
     @contextmanager
     def locked(self, client_id: str) -> Iterator[None]:
@@ -72,9 +67,7 @@ class ClientStateStore:
         """Add one to the client's count of diverged answers (kept on disk, never sent)."""
         path = self.path(client_id).with_suffix(".diverged")
         count = int(path.read_text()) + 1 if path.exists() else 1
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(str(count))
-        os.replace(tmp, path)
+        write_atomic(path, str(count).encode())
         return count
 
     def failures(self, client_id: str) -> int:

@@ -76,7 +76,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             UNTRUSTED_SERVER,
             REPLACE_ONE,
             noise_key="noise-multiplier",
-            server_run="fedgs.server.run:GSWGANRun",
+            server_run="fedgs.server.gswgan_run:GSWGANRun",
             client_session="fedgs.client.gswgan_session:GSWGANSession",
             warm_start_session="fedgs.client.gswgan_session:GSWGANSession",
             paper_bytes=1.50e5,
@@ -87,7 +87,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             TRUSTED_SERVER,
             ADD_REMOVE,
             noise_key="fedavg-noise-multiplier",
-            server_run="fedgs.server.fedavg_run:FedAvgGANRun",
+            server_run="fedgs.server.fedavg_gan_run:FedAvgGANRun",
             client_session="fedgs.client.fedavg_gan_session:FedAvgClient",
             warm_start_session=None,  # its clients keep no critic between rounds
             paper_bytes=3.94e7,
@@ -108,7 +108,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             TRUSTED_AGGREGATOR,
             REPLACE_ONE,
             noise_key="pate-laplace-scale",
-            server_run="fedgs.server.pate_run:PateGANRun",
+            server_run="fedgs.server.pate_gan_run:PateGANRun",
             client_session="fedgs.client.pate_gan_session:PateTeacher",
             warm_start_session="fedgs.client.pate_gan_session:teacher_session",  # a classifier
         ),

@@ -1,85 +1,48 @@
 """Server checkpoints: everything needed to resume a run so that epsilon never goes back.
 
-Generator, EMA, optimizer, RNG states and the step go in one file every N steps; the privacy
-ledger goes in its own file before and after *every* step's messages, because queries sent after
-the last checkpoint were paid for even though a resumed run repeats those steps. The client
+One file every N steps holds the step, the run's trainer state (models, optimizers, RNG states)
+and the client sampler's state. The privacy ledger is not in it: it goes in its own file before
+and after *every* step's messages (``FederatedRun.save_privacy_state``), because queries sent
+after the last checkpoint were paid for even though a resumed run repeats those steps. The
 sampler's state is kept only when sampling is reproducible by choice (a fixed sampling seed):
-secret sampling must stay unpredictable, so a resumed run draws a fresh secret seed. Both files
-are replaced atomically: a crash mid-write leaves the previous version readable.
+secret sampling must stay unpredictable, so a resumed run draws a fresh secret seed. Files are
+replaced atomically: a crash mid-write leaves the previous version readable.
 """
 
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from fedgs.privacy import PrivacyLedger
-from fedgs.privacy.client_sampling import ClientSampling
-from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.run_dir import write_atomic
 
 CHECKPOINT_NAME = "checkpoint.pt"
-LEDGER_NAME = "ledger.json"
+LEDGER_NAME = "ledger.json"  # GS-WGAN's per-client ledger, saved every step
 
 
-@dataclass
-class ServerState:
-    step: int
-    trainer: GeneratorTrainer
-    ledger: PrivacyLedger
-    sampler: np.random.Generator
-    sampling: ClientSampling
-
-
-def save_ledger(run_dir: Path, ledger: PrivacyLedger) -> None:
-    write_atomic(Path(run_dir) / LEDGER_NAME, ledger.to_json().encode())
-
-
-def load_ledger(run_dir: Path) -> PrivacyLedger | None:
-    """The ledger a killed run left (None when it paid nothing yet)."""
-    path = Path(run_dir) / LEDGER_NAME
-    return PrivacyLedger.from_json(path.read_text()) if path.exists() else None
-
-
-def save_checkpoint(run_dir: Path, state: ServerState) -> Path:
-    trainer = state.trainer
-    payload = {
-        "step": state.step,
-        "generator": trainer.generator.state_dict(),
-        "ema": trainer.ema.state_dict(),
-        "optimizer": trainer.optimizer.state_dict(),
-        "latent_rng": trainer.rng.get_state(),
-        "sampler": state.sampling.saved_state(state.sampler),
-    }
+def save_checkpoint(
+    run_dir: Path, step: int, trainer: dict[str, Any], sampler: dict[str, Any] | None
+) -> None:
+    """The one checkpoint body of every run: ``{"step", "trainer", "sampler"}``."""
     buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    path = Path(run_dir) / CHECKPOINT_NAME
-    write_atomic(path, buffer.getvalue())
-    save_ledger(run_dir, state.ledger)
-    return path
+    torch.save({"step": step, "trainer": trainer, "sampler": sampler}, buffer)
+    write_atomic(Path(run_dir) / CHECKPOINT_NAME, buffer.getvalue())
 
 
-def load_checkpoint(run_dir: Path, state: ServerState) -> bool:
-    """Restore ``state`` in place from the run directory; False when there is no checkpoint.
+def load_checkpoint(run_dir: Path) -> tuple[int, dict[str, Any], dict[str, Any] | None] | None:
+    """(step, trainer state, sampler state) of the run's checkpoint; None when there is none.
 
-    The ledger is not in the checkpoint: ``load_ledger`` reads its own per-step file, which
-    includes the steps after the checkpoint (and exists even when no checkpoint was written).
+    GS-WGAN checkpoints written before issue 19 kept the trainer state at the top level.
     """
     path = Path(run_dir) / CHECKPOINT_NAME
     if not path.exists():
-        return False
+        return None
     payload = torch.load(path, map_location="cpu", weights_only=True)
-    state.step = int(payload["step"])
-    state.trainer.generator.load_state_dict(payload["generator"])
-    state.trainer.ema.load_state_dict(payload["ema"])
-    state.trainer.optimizer.load_state_dict(payload["optimizer"])
-    state.trainer.rng.set_state(payload["latent_rng"])
-    restore_sampler(state.sampler, payload.get("sampler"))
-    return True
+    return int(payload["step"]), payload.get("trainer", payload), payload.get("sampler")
 
 
 def restore_sampler(sampler: np.random.Generator, saved: dict | None) -> None:

@@ -66,7 +66,6 @@ class DataLensStrategy(TeacherStrategy):
         self.trainer = trainer
         self.settings = settings
         self.wire_dtype = wire_dtype
-        self.last_agreed_fraction: float | None = None
         self.step_kind()  # validates the noise before the first step
 
     def query(self, server_round: int) -> dict[str, ArrayRecord]:
@@ -81,12 +80,12 @@ class DataLensStrategy(TeacherStrategy):
         s = self.settings
         return datalens_step_kind(s.noise_std, s.top_k, self.trainer.config.batch_size)
 
-    def aggregate(self, votes: list[torch.Tensor], sampled: int) -> None:
+    def aggregate(self, votes: list[torch.Tensor], sampled: int) -> dict[str, float | None]:
         s = self.settings
         vote = aggregate_votes(votes, s.noise_std, s.threshold, sampled)
         self.trainer.apply([vote.direction])
-        self.last_agreed_fraction = vote.agreed_fraction
+        return {"agreed_fraction": vote.agreed_fraction}
 
-    def skip(self) -> None:
+    def skip(self) -> dict[str, float | None]:
         self.trainer.apply([None])
-        self.last_agreed_fraction = None
+        return {}

@@ -137,4 +137,7 @@ class FedAvgGANStrategy(ServerScoredStrategy):
         outcome.answered = len(clipped)
         outcome.dropped = outcome.sampled - outcome.answered
         self.last_outcome = outcome
-        return None, MetricRecord({"answered": outcome.answered})
+        return None, outcome.metrics(
+            received_delta_norm_mean=outcome.mean("received-delta-norm"),
+            received_delta_clipped_fraction=outcome.mean("received-delta-clipped"),
+        )

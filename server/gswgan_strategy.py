@@ -151,4 +151,4 @@ class GSWGANStrategy(ServerScoredStrategy):
             outcome.answered, outcome.dropped - outcome.no_reply, outcome.no_reply
         )
         self.last_outcome = outcome
-        return None, MetricRecord({"answered": outcome.answered, "dropped": outcome.dropped})
+        return None, outcome.metrics(received_row_norm_mean=outcome.mean("received-row-norm"))

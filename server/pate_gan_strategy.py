@@ -21,7 +21,7 @@ from fedgs.protocols import common, pate_gan
 from fedgs.run_config import RunConfig
 from fedgs.server.replies import NodeIdentities
 from fedgs.server.teacher_strategy import TeacherStrategy
-from fedgs.training.pate_gan import PateGANTrainer, StudentStats
+from fedgs.training.pate_gan import PateGANTrainer
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,6 @@ class PateGANStrategy(TeacherStrategy):
         self.trainer = trainer
         self.settings = settings
         self.wire_dtype = wire_dtype
-        self.last_stats: StudentStats | None = None
         self.step_kind()  # validates the noise before the first step
 
     @property
@@ -85,11 +84,18 @@ class PateGANStrategy(TeacherStrategy):
     def step_kind(self) -> TeacherKind:
         return pate_step_kind(self.settings.laplace_scale, self.ballot_size)
 
-    def aggregate(self, votes: list[np.ndarray], sampled: int) -> None:
+    def aggregate(self, votes: list[np.ndarray], sampled: int) -> dict[str, float | None]:
         real = np.sum(votes, axis=0)
         labels = noisy_labels(real, len(votes), self.settings.laplace_scale)
-        self.last_stats = self.trainer.apply(torch.from_numpy(labels))
+        stats = self.trainer.apply(torch.from_numpy(labels))
+        if stats is None:
+            return {}
+        return {
+            "student_loss": stats.student_loss,
+            "generator_loss": stats.generator_loss,
+            "real_fraction": stats.real_fraction,
+        }
 
-    def skip(self) -> None:
+    def skip(self) -> dict[str, float | None]:
         self.trainer.apply(None)
-        self.last_stats = None
+        return {}

@@ -40,6 +40,17 @@ class StepOutcome:
     diagnostics: list[dict[str, float]] = field(default_factory=list)
     drop_reasons: list[str] = field(default_factory=list)
 
+    def metrics(self, **diagnostics: float | None) -> MetricRecord:
+        """The step's counts and the strategy's ``diagnostics`` (None ones left out): what
+        ``aggregate_train`` returns and the run's metrics row is made of."""
+        counts = {
+            "sampled": self.sampled,
+            "answered": self.answered,
+            "dropped": self.dropped,
+            "no_reply": self.no_reply,
+        }
+        return MetricRecord(counts | {k: v for k, v in diagnostics.items() if v is not None})
+
     def mean(self, key: str) -> float | None:
         values = [m[key] for m in self.diagnostics if key in m]
         return float(np.mean(values)) if values else None

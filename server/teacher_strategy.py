@@ -70,11 +70,12 @@ class TeacherStrategy(ServerScoredStrategy):
         """What a teacher whose votes enter this step's aggregate pays."""
 
     @abstractmethod
-    def aggregate(self, votes: list[Any], sampled: int) -> None:
-        """Noisy aggregation of the valid votes and the server's training step."""
+    def aggregate(self, votes: list[Any], sampled: int) -> dict[str, float | None]:
+        """Noisy aggregation of the valid votes and the server's training step; returns the
+        step's diagnostics (metrics columns)."""
 
     @abstractmethod
-    def skip(self) -> None:
+    def skip(self) -> dict[str, float | None]:
         """No valid vote this step: drop what was pending, train nothing."""
 
     # --- the shared step
@@ -132,11 +133,8 @@ class TeacherStrategy(ServerScoredStrategy):
                 outcome.drop(reply.metadata.src_node_id, error)
         outcome.close(self._pending, server_round)
         self._pending = set()
-        if votes:
-            self.aggregate(votes, outcome.sampled)
-        else:
-            self.skip()
+        diagnostics = self.aggregate(votes, outcome.sampled) if votes else self.skip()
         outcome.answered = len(votes)
         outcome.dropped = outcome.sampled - outcome.answered
         self.last_outcome = outcome
-        return None, MetricRecord({"answered": outcome.answered, "dropped": outcome.dropped})
+        return None, outcome.metrics(**diagnostics)

@@ -16,11 +16,11 @@ like-for-like comparison with fedgs' GS-WGAN).
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from fedgs.algorithms import algorithm
+from fedgs.privacy.report import block_key, headline, load_privacy
 from fedgs.run_config import RunConfig
 from fedgs.simulations.simulate import EngineOptions, run_simulation
 
@@ -88,14 +88,14 @@ def _measured(run_dir: Path) -> tuple[float, float, int]:
 
 def _epsilon(run_dir: Path) -> dict:
     """The run's headline epsilon with its threat model, accountant, delta and neighbours."""
-    privacy = json.loads((run_dir / "privacy.json").read_text())
-    section = next(s for s in EPSILON_SECTIONS if s in privacy)
+    privacy = load_privacy(run_dir / "privacy.json")
+    block = headline(privacy)
     return {
-        "epsilon": float(privacy[section]["epsilon"]),
-        "threat_model": section.replace("_", "-"),
-        "accountant": privacy[section].get("accountant", privacy.get("accountant")),
+        "epsilon": float(block["epsilon"]),
+        "threat_model": block["threat_model"],
+        "accountant": block.get("accountant", privacy["accountant"]),
         "delta": float(privacy["delta"]),
-        "neighbouring": EPSILON_SECTIONS[section],
+        "neighbouring": EPSILON_SECTIONS[block_key(block["threat_model"])],
     }
 
 

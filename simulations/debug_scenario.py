@@ -52,6 +52,7 @@ from fedgs.debugging.writers import holdout_images, select_writers, split_holdou
 from fedgs.evaluation.generator_loader import load_generator
 from fedgs.metrics.classifier import load_or_train_classifier
 from fedgs.metrics.controls import untrained_sampler
+from fedgs.privacy.report import load_privacy
 from fedgs.run_config import RunConfig
 from fedgs.simulations.simulate import EngineOptions, run_simulation
 
@@ -256,7 +257,7 @@ def run_scenario(options: ScenarioOptions, gan: RunConfig, engine: EngineOptions
             "writers_with_bug": table[name]["with bug"],
         }
         run_dirs[name] = _train_group(name, group_arrays[name], info, gan, out, engine)
-        privacy[name] = privacy_digest(json.loads((run_dirs[name] / "privacy.json").read_text()))
+        privacy[name] = privacy_digest(load_privacy(run_dirs[name] / "privacy.json"))
         seconds[f"gan_{name}"] = time.perf_counter() - t0
 
     print("[5/5] detection statistic, sample grids and report")

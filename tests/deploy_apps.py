@@ -22,7 +22,7 @@ from fedgs.client.app import app as honest
 from fedgs.protocols import common, gswgan
 from fedgs.run_config import RunConfig
 from fedgs.server.deploy_app import PromptGrid
-from fedgs.server.run import wait_for_nodes
+from fedgs.server.federated_run import wait_for_nodes
 
 TAMPER = {0: "nan", 1: "shape", 2: "huge"}  # partition id -> how its replies are corrupted
 

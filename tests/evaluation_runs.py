@@ -1,8 +1,8 @@
 """Tiny finished run directories built in-process, in each runner's file formats.
 
 Training a real run takes minutes; evaluation only needs the files, so tests write them here
-with an untrained width-4 generator: the same keys as server/run.py (``fedgs simulate``),
-server/fedavg_run.py (Fed-Avg GAN) and fedgs/training/local_loop.py (``fedgs centralized``,
+with an untrained width-4 generator: the same keys as server/gswgan_run.py (``fedgs simulate``),
+server/fedavg_gan_run.py (Fed-Avg GAN) and fedgs/training/local_loop.py (``fedgs centralized``,
 including the older payload that kept the config under ``config``).
 """
 
@@ -80,9 +80,11 @@ def make_run(root: Path, kind: str = "simulate") -> Path:
         ledger = FedAvgLedger(0.01)
         for _ in range(STEPS):
             ledger.record_round(10, 50)
-        out.write_json(out.privacy_json, ledger.summary(1e-5) | {"steps": STEPS})
+        # a version-1 privacy.json (no version field), as Fed-Avg GAN runs wrote it
+        v1 = {"strategy": "fedavg-gan"} | ledger.summary(1e-5) | {"steps": STEPS}
+        out.write_json(out.privacy_json, v1)
         epsilon_column = "epsilon_trusted_server"
-    elif kind == "pate-gan":  # the teacher ledger's summary layout
+    elif kind == "pate-gan":  # a version-1 teacher layout, without the strategy tag
         block = {"threat_model": "trusted-aggregator", "assumption": "-", "epsilon": 3.0}
         untrusted = {"epsilon": None, "note": "clients send unnoised votes"}
         privacy = {"delta": 1e-5, "accountant": "autodp-rdp", "steps": STEPS}
@@ -95,12 +97,13 @@ def make_run(root: Path, kind: str = "simulate") -> Path:
             ledger.record_query(f"client-{step % 2}", CONFIG.noise_multiplier, CONFIG.batch_size)
             ledger.record_step(1, 50, CONFIG.noise_multiplier, CONFIG.batch_size)
         out.write_privacy_report(
-            ledger,
-            1e-5,
-            "autodp-rdp",
-            STEPS,
-            CONFIG.noise_multiplier,
-            CONFIG.batch_size,
+            "gswgan",
+            ledger.summary(1e-5, "autodp-rdp"),
+            {
+                "steps": STEPS,
+                "noise_multiplier": CONFIG.noise_multiplier,
+                "batch_size": CONFIG.batch_size,
+            },
             ClientSampling(SECRET).report(),
         )
         epsilon_column = "epsilon_untrusted"

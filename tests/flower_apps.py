@@ -21,8 +21,8 @@ from fedgs.privacy import FedAvgLedger, PrivacyLedger
 from fedgs.protocols import common, fedavg_gan, gswgan
 from fedgs.run_config import RunConfig
 from fedgs.server.fedavg_gan_strategy import FedAvgGANStrategy
+from fedgs.server.federated_run import wait_for_nodes
 from fedgs.server.gswgan_strategy import GSWGANStrategy
-from fedgs.server.run import wait_for_nodes
 from fedgs.training.fedavg_gan import FedAvgGANTrainer
 from fedgs.training.generator import GeneratorTrainer
 

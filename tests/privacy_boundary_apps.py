@@ -24,7 +24,7 @@ from fedgs.privacy.policy import NodePolicy
 from fedgs.protocols import common, datalens, fedavg_gan, gswgan
 from fedgs.run_config import RunConfig
 from fedgs.run_data import state_dir_for
-from fedgs.server.run import wait_for_nodes
+from fedgs.server.federated_run import wait_for_nodes
 
 
 def fakes(batch: int, n_dis: int = 2, seed: int = 0, key: str = common.FAKES) -> RecordDict:

@@ -16,7 +16,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedgs.protocols import common
 from fedgs.run_config import RunConfig
-from fedgs.server.run import GSWGANRun
+from fedgs.server.gswgan_run import GSWGANRun
 
 # partition id -> what its GS-WGAN replies claim about themselves (partition 0 is honest)
 CLAIMS: dict[int, dict[str, Any]] = {

@@ -20,8 +20,8 @@ from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.protocols import common, datalens, pate_gan
 from fedgs.run_config import RunConfig
 from fedgs.server.datalens_strategy import DataLensSettings, DataLensStrategy
+from fedgs.server.federated_run import wait_for_nodes
 from fedgs.server.pate_gan_strategy import PateGANStrategy, PateSettings
-from fedgs.server.run import wait_for_nodes
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.pate_gan import PateGANTrainer
 

@@ -10,7 +10,7 @@ from fedgs.client import gate
 from fedgs.privacy.policy import NodePolicy
 from fedgs.privacy.threat_models import NEIGHBOURING, THREAT_MODELS, UNTRUSTED_SERVER
 from fedgs.run_config import RunConfig
-from fedgs.server.run import FederatedRun
+from fedgs.server.federated_run import FederatedRun
 
 
 @pytest.mark.parametrize("name", STRATEGIES)

@@ -24,8 +24,8 @@ from fedgs.privacy import PrivacyLedger
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for, state_dir_for
 from fedgs.server.checkpoint import LEDGER_NAME
-from fedgs.server.fedavg_run import FedAvgGANRun
-from fedgs.server.run import GSWGANRun
+from fedgs.server.fedavg_gan_run import FedAvgGANRun
+from fedgs.server.gswgan_run import GSWGANRun
 from fedgs.training.run_dir import summarize
 
 SMALL = {
@@ -134,7 +134,7 @@ def test_client_sampling_is_secret_unless_a_sampling_seed_is_set(tmp_path: Path)
     # samples (Fed-Avg GAN); the sampler's state is not written to a checkpoint
     first, second = GSWGANRun(config), GSWGANRun(config)
     assert first.strategy.choose(nodes) != second.strategy.choose(nodes)
-    assert first.state.sampling.saved_state(first.sampler) is None
+    assert first.sampling.saved_state(first.sampler) is None
     fedavg = config.with_updates(strategy="fedavg-gan")
     assert list(FedAvgGANRun(fedavg).sampler.random(8)) != list(
         FedAvgGANRun(fedavg).sampler.random(8)

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from fedgs.algorithms import algorithm
+from fedgs.privacy.report import epsilon_blocks, read_privacy
 
 CLASS_NAMES = string.digits + string.ascii_uppercase + string.ascii_lowercase  # LEAF label order
 
@@ -67,17 +67,15 @@ def ratio_text(suspected: float, normal: float) -> str:
 
 
 def privacy_digest(privacy: dict[str, Any]) -> dict[str, Any]:
-    """A run's privacy.json (any strategy) cut to steps, delta and one epsilon per threat model
-    (every block that carries an epsilon) with its accountant and neighbouring relation; an
-    infinite, missing or void (fixed sampling seed) epsilon becomes None with the run's note."""
+    """A run's privacy.json (any strategy, any version) cut to steps, delta and one epsilon per
+    threat model (every block that carries an epsilon) with its accountant and neighbouring
+    relation; an infinite, missing or void (fixed sampling seed) epsilon becomes None with the
+    run's note."""
     epsilons = {}
-    relation = privacy.get(
-        "neighbouring", algorithm(privacy.get("strategy", "gswgan")).neighbouring
-    )
-    blocks = sorted(privacy.items(), key=lambda item: item[0] != "untrusted_server")
+    privacy = read_privacy(privacy)
+    relation = privacy["neighbouring"]
+    blocks = sorted(epsilon_blocks(privacy).items(), key=lambda item: item[0] != "untrusted_server")
     for name, block in blocks:  # the untrusted-server guarantee first: the papers' threat model
-        if not isinstance(block, dict) or "epsilon" not in block:
-            continue
         epsilon = block["epsilon"]
         finite = epsilon is not None and math.isfinite(epsilon) and block.get("holds") is not False
         epsilons[name] = {

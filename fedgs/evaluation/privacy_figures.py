@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from fedgs.algorithms import algorithm
 from fedgs.evaluation.run_files import RunFiles
+from fedgs.privacy.report import epsilon_blocks
 
 
 @dataclass(frozen=True)
@@ -54,12 +54,9 @@ def run_figures(run: RunFiles) -> list[EpsilonFigure]:
     """
     privacy = run.privacy
     delta = float(privacy["delta"])
-    # privacy.json files from before the relation was written: the strategy's own relation
-    relation = privacy.get("neighbouring", algorithm(run.strategy).neighbouring)
+    relation = privacy["neighbouring"]
     figures = []
-    for key, block in privacy.items():
-        if not isinstance(block, dict) or "epsilon" not in block:
-            continue
+    for key, block in epsilon_blocks(privacy).items():
         given = "threat_model" in block
         model = block["threat_model"] if given else key.replace("_", "-")
         epsilon = block["epsilon"]

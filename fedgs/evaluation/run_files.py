@@ -3,6 +3,7 @@
 Three writers produce run directories (``fedgs simulate`` for GS-WGAN and Fed-Avg GAN, and
 ``fedgs centralized``); this module is the one place that knows how their files differ, so
 evaluation and reports read every kind alike. Only json/csv here: the parser may import it.
+privacy.json is read through ``fedgs.privacy.report``, the one reader of its every version.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+from fedgs.privacy.report import read_privacy
 
 
 class RunError(ValueError):
@@ -74,7 +77,14 @@ class RunFiles:
 
     @cached_property
     def privacy(self) -> dict[str, Any]:
-        return _read_json(self.root / "privacy.json")
+        """privacy.json in the current schema (``fedgs.privacy.report``), whatever version the
+        run wrote; config.json names the strategy of an old file without a tag."""
+        raw = _read_json(self.root / "privacy.json")
+        strategy = self.strategy if (self.root / "config.json").exists() else None
+        try:
+            return read_privacy(raw, strategy)
+        except ValueError as error:
+            raise RunError(f"{self.root}: {error}") from None
 
     @cached_property
     def metrics(self) -> list[dict[str, float | None]]:

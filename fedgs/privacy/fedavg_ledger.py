@@ -8,6 +8,7 @@ sampling rate q = m / K of that round (K may change in a deployment). Trusted-se
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from typing import Any
@@ -51,7 +52,6 @@ class FedAvgLedger:
     ) -> dict[str, Any]:
         acct = get_accountant(accountant)
         return {
-            "strategy": "fedavg-gan",
             "delta": delta,
             "accountant": acct.name,
             "neighbouring": ADD_REMOVE,
@@ -87,3 +87,10 @@ class FedAvgLedger:
         for m, k, n in data["rounds"]:
             ledger._rounds[(int(m), int(k))] = int(n)
         return ledger
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> FedAvgLedger:
+        return cls.from_dict(json.loads(text))

@@ -6,7 +6,9 @@ It needs no data: the sanitized rows x_i-gradients are back-propagated through G
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -100,6 +102,21 @@ class GeneratorTrainer:
         return int(outputs.shape[0])
 
     @torch.no_grad()
+    def state_dict(self) -> dict[str, Any]:
+        """G, its EMA copy, the optimizer and the latent RNG: a checkpoint's trainer state."""
+        return {
+            "generator": self.generator.state_dict(),
+            "ema": self.ema.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "latent_rng": self.rng.get_state(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.generator.load_state_dict(state["generator"])
+        self.ema.load_state_dict(state["ema"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.rng.set_state(state["latent_rng"])
+
     def sample(self, labels: torch.Tensor, use_ema: bool = True, seed: int = 0) -> torch.Tensor:
         """Images (on the CPU) for the given labels from the EMA (default) or the raw generator,
         eval mode."""

@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 from tqdm.auto import tqdm
 
 from fedgs.data import FederatedDataset
@@ -157,23 +156,21 @@ def run_local_gswgan(
             bar.update()
 
     run_dir.write_privacy_report(
-        ledger,
-        options.delta,
-        options.accountant,
-        options.steps,
-        config.noise_multiplier,
-        config.batch_size,
+        "gswgan",
+        ledger.summary(options.delta, options.accountant),
+        {
+            "steps": options.steps,
+            "noise_multiplier": config.noise_multiplier,
+            "batch_size": config.batch_size,
+        },
         sampling.report(),
     )
-    torch.save(
-        {
-            "generator": trainer.generator.state_dict(),
-            "strategy": "gswgan",
-            "ema": trainer.ema.module.state_dict(),
-            "gswgan": config.to_dict(),
-            "num_classes": dataset.num_classes,
-        },
-        run_dir.generator_pt,
+    run_dir.save_generator(
+        "gswgan",
+        trainer.generator,
+        dataset.num_classes,
+        {"gswgan": config.to_dict()},
+        ema=trainer.ema.module,
     )
     return LocalRunResult(
         steps=options.steps,

@@ -125,13 +125,14 @@ class PateGANTrainer:
     def sample(self, labels: torch.Tensor) -> torch.Tensor:
         return self.generator.sample(labels)
 
-    def student_state(self) -> dict[str, object]:
-        """The student's part of a checkpoint (G's is the GeneratorTrainer's)."""
-        return {
+    def state_dict(self) -> dict[str, object]:
+        """G's checkpoint state (the GeneratorTrainer's) and the student's."""
+        return self.generator.state_dict() | {
             "student": self.student.state_dict(),
             "student_optimizer": self.student_optimizer.state_dict(),
         }
 
-    def load_student_state(self, state: dict[str, object]) -> None:
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        self.generator.load_state_dict(state)
         self.student.load_state_dict(state["student"])
         self.student_optimizer.load_state_dict(state["student_optimizer"])

@@ -10,9 +10,12 @@ import csv
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fedgs.privacy import PrivacyLedger
+from fedgs.privacy.report import load_privacy, privacy_report
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -43,6 +46,28 @@ class RunDirectory:
     def write_json(self, path: Path, payload: dict[str, Any]) -> None:
         write_atomic(path, (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode())
 
+    def save_generator(
+        self,
+        strategy: str,
+        generator: nn.Module,
+        num_classes: int,
+        settings: dict[str, dict[str, Any]],
+        ema: nn.Module | None = None,
+    ) -> None:
+        """generator.pt, the one payload every run writes (``fedgs.evaluation.generator_loader``
+        reads it back): G, its EMA copy when the strategy keeps one, and ``settings`` (one key:
+        ``gswgan`` or ``fedavg_gan``, the hyperparameters G is rebuilt from)."""
+        payload = {
+            "strategy": strategy,
+            "generator": generator.state_dict(),
+            "num_classes": num_classes,
+        } | settings
+        if ema is not None:
+            payload["ema"] = ema.state_dict()
+        import torch  # here: summaries and caches use this module without torch
+
+        torch.save(payload, self.generator_pt)
+
     def append_metrics(self, row: dict[str, Any]) -> None:
         """Append one row; the file's first row fixes the columns (a resumed run keeps them)."""
         if self._metric_fields is None and self.metrics_csv.exists():
@@ -59,24 +84,13 @@ class RunDirectory:
 
     def write_privacy_report(
         self,
-        ledger: PrivacyLedger,
-        delta: float,
-        accountant: str,
-        steps: int,
-        noise_multiplier: float,
-        batch_size: int,
+        strategy: str,
+        summary: dict[str, Any],
+        details: dict[str, Any],
         sampling: dict[str, Any],
     ) -> dict[str, Any]:
-        """Both epsilons with their threat models, accountant and neighbouring relation, the
-        run's parameters and how clients were sampled (a fixed seed voids the amplified one)."""
-        report = ledger.summary(delta, accountant) | {
-            "steps": steps,
-            "noise_multiplier": noise_multiplier,
-            "batch_size": batch_size,
-            "sampling": sampling,
-        }
-        if not sampling["amplified_figures_hold"]:
-            report["trusted_sampler"] |= {"holds": False, "note": sampling["note"]}
+        """The one privacy.json writer (``fedgs.privacy.report``'s schema, every strategy)."""
+        report = privacy_report(strategy, summary, details, sampling)
         self.write_json(self.privacy_json, report)
         return report
 
@@ -92,7 +106,7 @@ def _amplified(figure: dict, sampling: dict, text: str) -> str:
 
 def _teacher_privacy_lines(privacy: dict) -> list[str]:
     aggregator, votes = privacy["trusted_aggregator"], privacy["votes"]
-    neighbouring = privacy.get("neighbouring", "replace-one")
+    neighbouring = privacy["neighbouring"]
     lines = [
         f"{privacy['steps']} {privacy['strategy']} steps",
         f"  epsilon (trusted aggregator, {aggregator['accountant']}, delta={privacy['delta']:g}, "
@@ -107,13 +121,13 @@ def _teacher_privacy_lines(privacy: dict) -> list[str]:
 
 
 def _privacy_lines(privacy: dict) -> list[str]:
-    if privacy.get("strategy") in ("datalens", "pate-gan"):
+    if privacy["strategy"] in ("datalens", "pate-gan"):
         return _teacher_privacy_lines(privacy)
     sampling = privacy.get("sampling", {})
     delta = f"delta={privacy['delta']:g}"
-    if privacy.get("strategy") == "fedavg-gan":
+    if privacy["strategy"] == "fedavg-gan":
         trusted = privacy["trusted_server"]
-        neighbouring = privacy.get("neighbouring", "add-remove")
+        neighbouring = privacy["neighbouring"]
         figure = f"{trusted['epsilon']:.4g}"
         return [
             f"{privacy['rounds']} Fed-Avg GAN rounds",
@@ -124,7 +138,7 @@ def _privacy_lines(privacy: dict) -> list[str]:
         ]
     untrusted, trusted = privacy["untrusted_server"], privacy["trusted_sampler"]
     queries = privacy["queries"]
-    neighbouring = privacy.get("neighbouring", "replace-one")
+    neighbouring = privacy["neighbouring"]
     sampler_figure = "" if trusted.get("epsilon") is None else f"{trusted['epsilon']:.2f}"
     lines = [
         f"{privacy['steps']} private generator steps",
@@ -160,7 +174,7 @@ def _reply_lines(rows: list[dict[str, str]]) -> list[str]:
 
 def summarize(run_dir: Path) -> str:
     """The short human-readable summary printed at the end of a run."""
-    privacy = json.loads((run_dir / "privacy.json").read_text())
+    privacy = load_privacy(run_dir / "privacy.json")
     with (run_dir / "metrics.csv").open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     scored = [r for r in rows if r.get("fid_domain")]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
+from fedgs.server.federated_run import METRIC_COLUMNS
 from fedgs.server.pate_gan_strategy import PateGANStrategy, PateSettings
-from fedgs.server.replies import StepOutcome
-from fedgs.server.run import METRIC_COLUMNS
-from fedgs.server.teacher_run import TeacherRun, generator_state, load_generator_state
+from fedgs.server.teacher_run import TeacherRun
+from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.pate_gan import PateGANTrainer
 
 DATA_DEPENDENT_NOTE = (
@@ -33,23 +32,9 @@ class PateGANRun(TeacherRun):
         TeacherRun.epsilon_column,
     )
 
-    def step_metrics(self, outcome: StepOutcome) -> dict:
-        stats = self.strategy.last_stats
-        row = {}
-        if stats is not None:
-            row |= {
-                "student_loss": stats.student_loss,
-                "generator_loss": stats.generator_loss,
-                "real_fraction": stats.real_fraction,
-            }
-        return row
-
-    def trainer_state(self) -> dict[str, Any]:
-        return generator_state(self.trainer.generator) | self.trainer.student_state()
-
-    def load_trainer_state(self, state: dict[str, Any]) -> None:
-        load_generator_state(self.trainer.generator, state)
-        self.trainer.load_student_state(state)
+    @property
+    def generator_trainer(self) -> GeneratorTrainer:
+        return self.trainer.generator
 
     def mechanism(self) -> dict[str, Any]:
         s = self.settings
@@ -65,14 +50,4 @@ class PateGANRun(TeacherRun):
             "laplace_noise_multiplier": multiplier,
             "epsilon_per_sample": 1.0 / multiplier,
             "data_dependent_epsilon": DATA_DEPENDENT_NOTE,
-        }
-
-    def final_payload(self) -> dict:
-        generator = self.trainer.generator
-        return {
-            "strategy": "pate-gan",
-            "generator": generator.generator.state_dict(),
-            "ema": generator.ema.module.state_dict(),
-            "gswgan": asdict(self.config.gswgan()),
-            "num_classes": generator.num_classes,
         }

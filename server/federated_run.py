@@ -1,15 +1,16 @@
-"""One federated GS-WGAN run on a Flower grid: warm start, private steps, outputs, resume.
+"""The loop every federated run shares on a Flower grid: steps, outputs, checkpoints, resume.
 
 Writes the run directory (config, metrics CSV per step, privacy report, sample grids at
 checkpoints, final generator) and checkpoints every ``checkpoint-every`` steps so ``resume=true``
 continues a killed run with its ledger intact. Every step's queries are paid for in the ledger
 and the ledger is on disk *before* the messages are sent, so a kill at any point leaves the
-server's ledger at or above every client's own. The loop is shared by every strategy; each names
-its epsilon column after its threat model (GS-WGAN: ``epsilon_untrusted``, max over clients;
-Fed-Avg GAN: ``epsilon_trusted_server``). Every metrics column is computed on the server, from
-what it sent and the payloads it received: no client statistic is ever read. Scores use the
-dataset's real data on the server: a measurement convenience of simulation, never an input to
-training.
+server's ledger at or above every client's own. A step's metrics row is what the strategy's
+``aggregate_train`` returns (as Flower's own strategies report), plus the bytes and time the
+loop measured; each run names its epsilon column after its threat model (GS-WGAN:
+``epsilon_untrusted``, max over clients; Fed-Avg GAN: ``epsilon_trusted_server``). Every
+metrics column is computed on the server, from what it sent and the payloads it received: no
+client statistic is ever read. Scores use the dataset's real data on the server: a measurement
+convenience of simulation, never an input to training.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import logging
 import math
 import time
 from abc import ABC, abstractmethod
-from dataclasses import asdict
+from typing import Any
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord
@@ -26,28 +27,15 @@ from flwr.serverapp import Grid
 from tqdm.auto import tqdm
 
 from fedgs.comm import message_bytes
-from fedgs.device import resolve_device
 from fedgs.metrics import GeneratorScores, save_class_grid
 from fedgs.metrics.evaluator import GeneratorEvaluator
-from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.client_sampling import ClientSampling
-from fedgs.privacy.threat_models import REPLACE_ONE
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for
-from fedgs.server.checkpoint import (
-    ServerState,
-    load_checkpoint,
-    load_ledger,
-    save_checkpoint,
-    save_ledger,
-)
-from fedgs.server.fedavg_gan_strategy import FedAvgGANStrategy
-from fedgs.server.gswgan_strategy import GSWGANStrategy
-from fedgs.server.replies import NodeIdentities, StepOutcome
+from fedgs.server.checkpoint import load_checkpoint, restore_sampler, save_checkpoint
+from fedgs.server.replies import NodeIdentities
 from fedgs.server.silence import AnswerWatch
-from fedgs.server.warm_start import warm_start_clients
-from fedgs.training.generator import GeneratorTrainer
-from fedgs.training.run_dir import RunDirectory
+from fedgs.training.run_dir import RunDirectory, write_atomic
 
 logger = logging.getLogger("fedgs.server")
 
@@ -80,9 +68,9 @@ def wait_for_nodes(grid: Grid, count: int, timeout: float) -> list[int]:
 
 
 class FederatedRun(ABC):
-    """The loop both strategies share: nodes, steps, metrics rows, samples, checkpoints, outputs.
+    """The loop every strategy shares: nodes, steps, metrics rows, samples, checkpoints, outputs.
 
-    A subclass provides the strategy and trainer, its privacy state and what a checkpoint holds.
+    A subclass provides the strategy, the server's trainer, the ledger and its privacy report.
     """
 
     name = ""
@@ -106,12 +94,17 @@ class FederatedRun(ABC):
         self.final_scores: GeneratorScores | None = None
         self.answers = AnswerWatch(config.max_unanswered_steps)
 
-    # --- what a strategy provides
-    strategy: GSWGANStrategy | FedAvgGANStrategy
+    # --- what a run provides: its strategy (with the ledger it pays into) and server trainer
+    strategy: Any  # a Flower Strategy of fedgs.server; its ``ledger`` is the run's
+    trainer: Any  # .sample(labels), .state_dict(), .load_state_dict(state)
+    ledger: Any  # .to_json() / .from_json(text): the privacy state, saved every step
+    ledger_file = ""  # its file in the run directory
+    threat_model = ""
+    neighbouring = ""
 
-    @abstractmethod
     def sample(self, labels: torch.Tensor) -> torch.Tensor:
         """Images of the given labels from the generator the run reports on."""
+        return self.trainer.sample(labels)
 
     @abstractmethod
     def prepare_clients(self, grid: Grid) -> None:
@@ -125,8 +118,12 @@ class FederatedRun(ABC):
         """Epsilon columns of a step's metrics row (cheap: computed every step)."""
 
     @abstractmethod
-    def save_privacy_state(self) -> None:
-        """What was paid is on disk before a step's messages are sent, and again after."""
+    def privacy_report(self) -> dict:
+        """Write privacy.json (``write_privacy``); return the columns to log with it."""
+
+    @abstractmethod
+    def save_generator(self) -> None:
+        """generator.pt at the end (``RunDirectory.save_generator``)."""
 
     def epsilon_label(self) -> str:
         """The progress bar's name for the headline epsilon: threat model, accountant, delta
@@ -134,25 +131,40 @@ class FederatedRun(ABC):
         c = self.config
         return f"eps({self.threat_model},{c.accountant},delta={c.delta:g},{self.neighbouring})"
 
-    threat_model = ""
-    neighbouring = ""
+    # --- privacy state, checkpoints and the privacy report
+    def save_privacy_state(self) -> None:
+        """What was paid is on disk before a step's messages are sent, and again after."""
+        write_atomic(self.out.root / self.ledger_file, self.ledger.to_json().encode())
 
-    @abstractmethod
-    def checkpoint(self) -> dict:
-        """Save the checkpoint and the privacy report; return the columns to log with it."""
-
-    @abstractmethod
-    def load_checkpoint(self) -> bool:
-        """Restore the run from its directory (resume); False when there is no checkpoint."""
-
-    @abstractmethod
     def load_privacy_state(self) -> None:
         """Resume what was paid, checkpoint or not: a run killed before its first checkpoint
         restarts its steps, never its ledger."""
+        path = self.out.root / self.ledger_file
+        if path.exists():
+            self.ledger = self.strategy.ledger = type(self.ledger).from_json(path.read_text())
 
-    @abstractmethod
-    def final_payload(self) -> dict:
-        """What generator.pt holds at the end."""
+    def checkpoint(self) -> dict:
+        """Save the checkpoint, the ledger and the privacy report; return the columns to log."""
+        saved_sampler = self.sampling.saved_state(self.sampler)
+        save_checkpoint(self.out.root, self.step, self.trainer.state_dict(), saved_sampler)
+        self.save_privacy_state()
+        return self.privacy_report()
+
+    def load_checkpoint(self) -> bool:
+        """Restore the run from its directory (resume); False when there is no checkpoint."""
+        saved = load_checkpoint(self.out.root)
+        if saved is None:
+            return False
+        self.step, trainer, sampler = saved
+        self.trainer.load_state_dict(trainer)
+        restore_sampler(self.sampler, sampler)
+        return True
+
+    def write_privacy(self, summary: dict, details: dict) -> dict:
+        """privacy.json through the one writer: a ledger's summary and the run's details."""
+        return self.out.write_privacy_report(
+            self.config.strategy, summary, details, self.sampling.report()
+        )
 
     # --- the shared loop
     def _score(self, step: int) -> GeneratorScores | None:
@@ -169,21 +181,17 @@ class FederatedRun(ABC):
         bytes_down = sum(message_bytes(m) for m in messages)
         replies = list(grid.send_and_receive(messages, timeout=c.reply_timeout))
         bytes_up = sum(message_bytes(r) for r in replies)
-        self.strategy.aggregate_train(step, replies)
+        _, metrics = self.strategy.aggregate_train(step, replies)
         self.save_privacy_state()  # the replies' outcomes and the clients they named
         self.step = step
-        outcome = self.strategy.last_outcome
-        row = dict.fromkeys(self.columns) | {
+        measured = {
             "step": step,
-            "sampled": outcome.sampled,
-            "answered": outcome.answered,
-            "dropped": outcome.dropped,
-            "no_reply": outcome.no_reply,
             "bytes_down": bytes_down,
             "bytes_up": bytes_up,
             "seconds": time.perf_counter() - started,
         }
-        row |= self.step_metrics(outcome) | self.privacy_row()
+        reported = {k: v for k, v in (metrics or {}).items() if k in self.columns}
+        row = dict.fromkeys(self.columns) | reported | measured | self.privacy_row()
         if c.eval_every > 0 and (step % c.eval_every == 0 or last):
             scores = self._score(step)
             if scores is not None:
@@ -193,10 +201,6 @@ class FederatedRun(ABC):
             row |= self.checkpoint()
         self.out.append_metrics(row)
         return row
-
-    def step_metrics(self, outcome: StepOutcome) -> dict:
-        """Strategy-specific columns of a step's row."""
-        return {}
 
     def run(self, grid: Grid) -> None:
         c = self.config
@@ -238,6 +242,7 @@ class FederatedRun(ABC):
                     answered=f"{row['answered']}/{row['sampled']}",
                 )
                 bar.update()
+                # the drop reasons: a MetricRecord carries numbers only
                 self.answers.record(step, self.strategy.last_outcome)
                 if last:
                     break
@@ -245,107 +250,4 @@ class FederatedRun(ABC):
             logger.warning(
                 "stopped after step %d: %g-minute budget spent", self.step, c.max_minutes
             )
-        torch.save(self.final_payload(), self.out.generator_pt)
-
-
-class GSWGANRun(FederatedRun):
-    """Federated GS-WGAN: untrusted server, per-client ledger, warm-started private critics."""
-
-    name = "GS-WGAN"
-    epsilon_column = "epsilon_untrusted"
-    threat_model, neighbouring = "untrusted", REPLACE_ONE
-    columns = (
-        *METRIC_COLUMNS,
-        "received_row_norm_mean",
-        epsilon_column,
-        "epsilon_trusted_sampler",
-    )
-
-    def __init__(self, config: RunConfig) -> None:
-        super().__init__(config)
-        gswgan = config.gswgan()
-        trainer = GeneratorTrainer(
-            self.dataset.num_classes, gswgan, seed=config.seed, device=resolve_device(config.device)
-        )
-        self.state = ServerState(0, trainer, PrivacyLedger(), self.sampler, self.sampling)
-        self.strategy = GSWGANStrategy(
-            trainer,
-            self.state.ledger,
-            self.sampler,
-            config.clients_per_step,
-            config.wire_dtype,
-            self.identities,
-        )
-
-    @property
-    def trainer(self) -> GeneratorTrainer:
-        return self.state.trainer
-
-    def sample(self, labels: torch.Tensor) -> torch.Tensor:
-        return self.trainer.sample(labels)
-
-    def load_checkpoint(self) -> bool:
-        if not load_checkpoint(self.out.root, self.state):
-            return False
-        self.step = self.state.step
-        return True
-
-    def load_privacy_state(self) -> None:
-        ledger = load_ledger(self.out.root)
-        if ledger is not None:
-            self.state.ledger = self.strategy.ledger = ledger
-
-    def prepare_clients(self, grid: Grid) -> None:
-        c = self.config
-        wait_for_nodes(grid, max(c.min_nodes, c.clients_per_step), c.reply_timeout)
-        if c.warm_start_steps > 0:
-            warm_start_clients(grid, c, self.identities)
-
-    def would_pass_target(self) -> bool:
-        """Whether one more step could take the run epsilon past the target (worst case: the
-        most-queried client is sampled again)."""
-        target, c = self.config.target_epsilon, self.config
-        if target <= 0:
-            return False
-        ledger = self.state.ledger
-        _, worst = ledger.epsilon_untrusted_max(c.delta, c.accountant)
-        client = worst if worst is not None else "any"
-        return ledger.would_exceed(
-            client, c.noise_multiplier, c.batch_size, target, c.delta, c.accountant
-        )
-
-    def step_metrics(self, outcome: StepOutcome) -> dict:
-        return {"received_row_norm_mean": outcome.mean("received-row-norm")}
-
-    def privacy_row(self) -> dict:
-        c = self.config
-        epsilon = self.state.ledger.epsilon_untrusted_max(c.delta, c.accountant)[0]
-        return {self.epsilon_column: epsilon}
-
-    def save_privacy_state(self) -> None:
-        save_ledger(self.out.root, self.state.ledger)  # paid queries are on disk every step
-
-    def checkpoint(self) -> dict:
-        self.state.step = self.step
-        save_checkpoint(self.out.root, self.state)
-        c = self.config
-        report = self.out.write_privacy_report(
-            self.state.ledger,
-            c.delta,
-            c.accountant,
-            self.step,
-            c.noise_multiplier,
-            c.batch_size,
-            self.sampling.report(),
-        )
-        # the trusted-sampler figure costs ~0.2 s (subsampled RDP): computed at checkpoints
-        return {"epsilon_trusted_sampler": report["trusted_sampler"]["epsilon"]}
-
-    def final_payload(self) -> dict:
-        return {
-            "strategy": "gswgan",
-            "generator": self.trainer.generator.state_dict(),
-            "ema": self.trainer.ema.module.state_dict(),
-            "gswgan": asdict(self.config.gswgan()),
-            "num_classes": self.trainer.num_classes,
-        }
+        self.save_generator()
