@@ -20,6 +20,7 @@ from fedgs import protocol
 from fedgs.client.state_store import ClientStateStore
 from fedgs.device import resolve_device, secret_generator
 from fedgs.privacy import PrivacyLedger
+from fedgs.privacy.events import gswgan_query_event
 from fedgs.privacy.sanitizer import NonFiniteGradientError, SanitizedGradient, sanitize
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for, state_dir_for
@@ -130,8 +131,9 @@ class ClientSession:
             self.config.accountant,
         )
         budget = self.config.client_budget_epsilon
+        query = gswgan_query_event(sigma, batch_size)
         if budget > 0 and self.ledger.would_exceed(
-            self.client_id, sigma, batch_size, budget, delta, accountant
+            self.client_id, query, budget, delta, accountant
         ):
             spent = self.ledger.epsilon_untrusted(self.client_id, delta, accountant)
             raise RequestRefused(
@@ -141,7 +143,7 @@ class ClientSession:
             )
         self.critic.train_on(fakes.pairs())
         sanitized = self._sanitized(fakes.images[-1], fakes.labels[-1])
-        self.ledger.record_query(self.client_id, sigma, batch_size)
+        self.ledger.record(self.client_id, query)
         self.save()  # the cost is on disk before anything is released
         arrays_out = protocol.encode_gradient(sanitized, self.config.wire_dtype)
         used = {

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from dp_accounting import dp_event
 from flwr.app import Array, ArrayRecord, Message
 
 from fedgs import protocol, protocol_pate
 from fedgs.privacy.pate import noisy_labels
-from fedgs.privacy.teacher_events import TeacherKind, pate_step_kind
+from fedgs.privacy.teacher_events import pate_step_event
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.run_config import RunConfig
 from fedgs.server.replies import NodeIdentities
@@ -63,7 +64,7 @@ class PateGANStrategy(TeacherStrategy):
         self.trainer = trainer
         self.settings = settings
         self.wire_dtype = wire_dtype
-        self.step_kind()  # validates the noise before the first step
+        self.step_event()  # validates the noise before the first step
 
     @property
     def ballot_size(self) -> int:
@@ -85,8 +86,8 @@ class PateGANStrategy(TeacherStrategy):
         arrays = {k: a.numpy() for k, a in record.items()}
         return protocol_pate.decode_real_votes(arrays, self.ballot_size)
 
-    def step_kind(self) -> TeacherKind:
-        return pate_step_kind(self.settings.laplace_scale, self.ballot_size)
+    def step_event(self) -> dp_event.DpEvent:
+        return pate_step_event(self.settings.laplace_scale, self.ballot_size)
 
     def aggregate(self, votes: list[np.ndarray], sampled: int) -> dict[str, float | None]:
         real = np.sum(votes, axis=0)
