@@ -17,6 +17,7 @@ from flwr.app import RecordDict
 from fedgs.client.common import RequestRefused
 from fedgs.client.critic_session import CriticSession
 from fedgs.device import secret_generator
+from fedgs.privacy.events import gswgan_query_event
 from fedgs.privacy.sanitizer import NonFiniteGradientError, SanitizedGradient, sanitize
 from fedgs.protocols import common, gswgan
 
@@ -41,8 +42,9 @@ class GSWGANSession(CriticSession):
             self.config.accountant,
         )
         budget = self.config.client_budget_epsilon
+        query = gswgan_query_event(sigma, batch_size)
         if budget > 0 and self.ledger.would_exceed(
-            self.client_id, sigma, batch_size, budget, delta, accountant
+            self.client_id, query, budget, delta, accountant
         ):
             spent = self.ledger.epsilon_untrusted(self.client_id, delta, accountant)
             raise RequestRefused(
@@ -52,7 +54,7 @@ class GSWGANSession(CriticSession):
             )
         self.critic.train_on(fakes.pairs())
         sanitized = self._sanitized(fakes.images[-1], fakes.labels[-1])
-        self.ledger.record_query(self.client_id, sigma, batch_size)
+        self.ledger.record(self.client_id, query)
         self.save()  # the cost is on disk before anything is released
         used = {
             "strategy": "gswgan",

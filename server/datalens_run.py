@@ -26,7 +26,7 @@ class DataLensRun(TeacherRun):
 
     def mechanism(self) -> dict[str, Any]:
         s, batch = self.settings, self.config.batch_size
-        _, multiplier, _ = self.step_kind()
+        multiplier = self.step_event().noise_multiplier  # a Gaussian per voting teacher
         return {
             "name": "DataLens TopAgg (deterministic top-k signs, Gaussian noise on the vote sum)",
             "top_k": s.top_k,

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from dp_accounting import dp_event
 from flwr.app import ArrayRecord, Message
 
-from fedgs.privacy.teacher_events import TeacherKind, datalens_step_kind
+from fedgs.privacy.teacher_events import datalens_step_event
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.privacy.topagg import aggregate_votes
 from fedgs.protocols import common, datalens
@@ -66,7 +67,7 @@ class DataLensStrategy(TeacherStrategy):
         self.trainer = trainer
         self.settings = settings
         self.wire_dtype = wire_dtype
-        self.step_kind()  # validates the noise before the first step
+        self.step_event()  # validates the noise before the first step
 
     def query(self, server_round: int) -> dict[str, ArrayRecord]:
         (query,) = self.trainer.propose(1)
@@ -76,9 +77,9 @@ class DataLensStrategy(TeacherStrategy):
         record = common.required(reply.content, datalens.VOTES, "reply")
         return datalens.decode_votes(record, self.trainer.config.batch_size, self.settings.top_k)
 
-    def step_kind(self) -> TeacherKind:
+    def step_event(self) -> dp_event.DpEvent:
         s = self.settings
-        return datalens_step_kind(s.noise_std, s.top_k, self.trainer.config.batch_size)
+        return datalens_step_event(s.noise_std, s.top_k, self.trainer.config.batch_size)
 
     def aggregate(self, votes: list[torch.Tensor], sampled: int) -> dict[str, float | None]:
         s = self.settings

@@ -8,6 +8,7 @@ from flwr.serverapp import Grid
 
 from fedgs.device import resolve_device
 from fedgs.privacy import PrivacyLedger
+from fedgs.privacy.events import gswgan_query_event
 from fedgs.privacy.threat_models import REPLACE_ONE
 from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import LEDGER_NAME
@@ -63,9 +64,8 @@ class GSWGANRun(FederatedRun):
             return False
         _, worst = self.ledger.epsilon_untrusted_max(c.delta, c.accountant)
         client = worst if worst is not None else "any"
-        return self.ledger.would_exceed(
-            client, c.noise_multiplier, c.batch_size, target, c.delta, c.accountant
-        )
+        query = gswgan_query_event(c.noise_multiplier, c.batch_size)
+        return self.ledger.would_exceed(client, query, target, c.delta, c.accountant)
 
     def privacy_row(self) -> dict:
         c = self.config

@@ -20,6 +20,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 
 from fedgs.privacy import PrivacyLedger
+from fedgs.privacy.events import gswgan_query_event
 from fedgs.protocols import common, gswgan
 from fedgs.server.replies import (
     NodeIdentities,
@@ -109,12 +110,13 @@ class GSWGANStrategy(ServerScoredStrategy):
         counts for the trusted-sampler figure: a reply lost to a timeout or a crash stays paid."""
         config = self.trainer.config
         sigma, batch = config.noise_multiplier, config.batch_size
+        query = gswgan_query_event(sigma, batch)
         for node in nodes:
             client = self.identities.client_of(node)
             if client is None:
-                self.ledger.record_unattributed(self.identities.label(node), sigma, batch)
+                self.ledger.record_unattributed(self.identities.label(node), query)
             else:
-                self.ledger.record_query(client, sigma, batch)
+                self.ledger.record(client, query)
         self.ledger.record_step(len(nodes), self._population, sigma, batch)
 
     def _learn(self, reply: Message) -> None:

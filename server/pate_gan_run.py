@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dp_accounting import dp_event
+
 from fedgs.server.federated_run import METRIC_COLUMNS
 from fedgs.server.pate_gan_strategy import PateGANStrategy, PateSettings
 from fedgs.server.teacher_run import TeacherRun
@@ -38,7 +40,9 @@ class PateGANRun(TeacherRun):
 
     def mechanism(self) -> dict[str, Any]:
         s = self.settings
-        _, multiplier, queries = self.step_kind()
+        step = self.step_event()  # Laplace releases, one per sample voted on
+        queries = step.count if isinstance(step, dp_event.SelfComposedDpEvent) else 1
+        multiplier = (step.event if queries > 1 else step).noise_multiplier
         return {
             "name": "PATE LNMax: Laplace noise on the real/fake vote counts of every sample",
             "laplace_scale": s.laplace_scale,

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from dp_accounting import dp_event
 from flwr.app import ArrayRecord, Message
 
 from fedgs.privacy.pate import noisy_labels
-from fedgs.privacy.teacher_events import TeacherKind, pate_step_kind
+from fedgs.privacy.teacher_events import pate_step_event
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.protocols import common, pate_gan
 from fedgs.run_config import RunConfig
@@ -63,7 +64,7 @@ class PateGANStrategy(TeacherStrategy):
         self.trainer = trainer
         self.settings = settings
         self.wire_dtype = wire_dtype
-        self.step_kind()  # validates the noise before the first step
+        self.step_event()  # validates the noise before the first step
 
     @property
     def ballot_size(self) -> int:
@@ -81,8 +82,8 @@ class PateGANStrategy(TeacherStrategy):
         record = common.required(reply.content, pate_gan.VOTES, "reply")
         return pate_gan.decode_real_votes(record, self.ballot_size)
 
-    def step_kind(self) -> TeacherKind:
-        return pate_step_kind(self.settings.laplace_scale, self.ballot_size)
+    def step_event(self) -> dp_event.DpEvent:
+        return pate_step_event(self.settings.laplace_scale, self.ballot_size)
 
     def aggregate(self, votes: list[np.ndarray], sampled: int) -> dict[str, float | None]:
         real = np.sum(votes, axis=0)

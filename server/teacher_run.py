@@ -13,9 +13,9 @@ from abc import abstractmethod
 from dataclasses import asdict
 from typing import Any
 
+from dp_accounting import dp_event
 from flwr.serverapp import Grid
 
-from fedgs.privacy.teacher_events import TeacherKind
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.privacy.threat_models import REPLACE_ONE
 from fedgs.run_config import RunConfig
@@ -62,8 +62,8 @@ class TeacherRun(FederatedRun):
     def mechanism(self) -> dict[str, Any]:
         """The noisy aggregation and its sensitivity, for the privacy report."""
 
-    def step_kind(self) -> TeacherKind:
-        return self.strategy.step_kind()
+    def step_event(self) -> dp_event.DpEvent:
+        return self.strategy.step_event()
 
     # --- shared
     def prepare_clients(self, grid: Grid) -> None:
@@ -76,7 +76,8 @@ class TeacherRun(FederatedRun):
         c = self.config
         if c.target_epsilon <= 0:
             return False
-        return self.ledger.would_exceed(self.step_kind(), c.target_epsilon, c.delta, c.accountant)
+        step = self.step_event()
+        return self.ledger.run_would_exceed(step, c.target_epsilon, c.delta, c.accountant)
 
     def privacy_row(self) -> dict:
         c = self.config

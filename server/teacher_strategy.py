@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+from dp_accounting import dp_event
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 
-from fedgs.privacy.teacher_events import TeacherKind
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.protocols import common
 from fedgs.server.replies import (
@@ -66,7 +66,7 @@ class TeacherStrategy(ServerScoredStrategy):
         """A reply's votes, or ProtocolError: the only thing taken from a reply."""
 
     @abstractmethod
-    def step_kind(self) -> TeacherKind:
+    def step_event(self) -> dp_event.DpEvent:
         """What a teacher whose votes enter this step's aggregate pays."""
 
     @abstractmethod
@@ -97,13 +97,13 @@ class TeacherStrategy(ServerScoredStrategy):
     ) -> Iterable[Message]:
         nodes = self.choose(sorted(grid.get_node_ids()))
         self._pending = set(nodes)
-        kind = self.step_kind()
+        step = self.step_event()
         for node in nodes:  # paid when asked, before the query leaves
             client = self.identities.client_of(node)
             if client is None:
-                self.ledger.record_unattributed(self.identities.label(node), kind)
+                self.ledger.record_unattributed(self.identities.label(node), step)
             else:
-                self.ledger.record(client, kind)
+                self.ledger.record(client, step)
         records = self.query(server_round)
         return [
             Message(

@@ -20,7 +20,7 @@ from privacy_boundary_server_apps import CLAIMS, claiming_client_app, gswgan_ser
 
 from fedgs.client.app import build_client_app
 from fedgs.client.state_store import ClientStateStore
-from fedgs.privacy import PrivacyLedger
+from fedgs.privacy import PrivacyLedger, gswgan_query_event
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for, state_dir_for
 from fedgs.server.checkpoint import LEDGER_NAME
@@ -113,7 +113,8 @@ def test_claims_in_a_reply_never_change_what_the_server_charges(tmp_path: Path) 
     # every client is charged what the server sent: 2 queries at the run's sigma and batch
     assert ledger.query_counts() == dict.fromkeys(ids, 2)
     for client in ids:
-        assert ledger.signature(client) == ((config.noise_multiplier, config.batch_size, 2),)
+        query = gswgan_query_event(config.noise_multiplier, config.batch_size)
+        assert ledger.signature(client) == ((query, 2),)
     assert "someone-else" not in ledger.query_counts() and len(CLAIMS) == 3
     _assert_server_covers_every_client(config)
 

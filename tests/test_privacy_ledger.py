@@ -14,6 +14,7 @@ from fedgs.privacy import (
     TRUSTED_SAMPLER,
     UNTRUSTED_SERVER,
     PrivacyLedger,
+    gswgan_query_event,
     simulate_query_counts,
 )
 
@@ -116,16 +117,19 @@ def test_trusted_sampler_aggregates_steps():
     assert len(ledger.to_dict()["steps"]) == 1
 
 
+QUERY = gswgan_query_event(1.07, 32)
+
+
 def test_would_exceed():
     ledger = PrivacyLedger()
     two, three = (direct_rdp_epsilon({1.07: n * 32}, 1e-5) for n in (2, 3))
     budget = (two + three) / 2  # two queries fit, a third does not
-    assert not ledger.would_exceed("a", 1.07, 32, budget, 1e-5, RDP)
+    assert not ledger.would_exceed("a", QUERY, budget, 1e-5, RDP)
     ledger.record_query("a", 1.07, 32)
-    assert not ledger.would_exceed("a", 1.07, 32, budget, 1e-5, RDP)
+    assert not ledger.would_exceed("a", QUERY, budget, 1e-5, RDP)
     ledger.record_query("a", 1.07, 32)
-    assert ledger.would_exceed("a", 1.07, 32, budget, 1e-5, RDP)
-    assert not ledger.would_exceed("b", 1.07, 32, budget, 1e-5, RDP)
+    assert ledger.would_exceed("a", QUERY, budget, 1e-5, RDP)
+    assert not ledger.would_exceed("b", QUERY, budget, 1e-5, RDP)
 
 
 def test_summary_names_threat_models_and_accountant():
@@ -162,8 +166,8 @@ def test_summary_names_threat_models_and_accountant():
 def test_unattributed_queries_move_to_their_client_or_count_for_the_worst():
     ledger = PrivacyLedger()
     ledger.record_query("a", 1.0, 8)
-    ledger.record_unattributed("node-7", 1.0, 8)
-    ledger.record_unattributed("node-9", 1.0, 8)
+    ledger.record_unattributed("node-7", gswgan_query_event(1.0, 8))
+    ledger.record_unattributed("node-9", gswgan_query_event(1.0, 8))
     ledger.attribute("node-7", "b")
     assert ledger.query_counts() == {"a": 1, "b": 1} and ledger.unattributed_count() == 1
     # node-9 never named its client (a run killed before its reply): any client may hold it
@@ -181,6 +185,32 @@ def test_version_1_ledgers_still_load():
     old = {"version": 1, "queries": {"a": [[1.0, 8, 2]]}, "steps": [[1, 4, 1.0, 8, 2]]}
     ledger = PrivacyLedger.from_dict(old)
     assert ledger.query_counts() == {"a": 2} and ledger.unattributed_count() == 0
+
+
+def test_version_2_ledgers_load_with_the_same_epsilons():
+    """A version-2 file (rows of sigma, B, count, as main wrote before issue 19) reads back to
+    the charges the same calls record now, and is written again as version 3."""
+    old = {
+        "version": 2,
+        "queries": {"a": [[1.07, 32, 3]], "b": [[1.07, 32, 1], [2.0, 16, 2]]},
+        "unattributed": {"node-4": [[1.07, 32, 1]]},
+        "steps": [[1, 5, 1.07, 32, 4], [2, 5, 2.0, 16, 1]],
+        "outcomes": {"answered": 3, "dropped": 0, "no-reply": 1},
+    }
+    loaded = PrivacyLedger.from_dict(old)
+    same = PrivacyLedger()
+    for client, rows in old["queries"].items():
+        for sigma, batch, n in rows:
+            for _ in range(n):
+                same.record_query(client, sigma, batch)
+    same.record_unattributed("node-4", gswgan_query_event(1.07, 32))
+    for sampled, population, sigma, batch, n in old["steps"]:
+        for _ in range(n):
+            same.record_step(sampled, population, sigma, batch)
+    same.record_outcomes(answered=3, dropped=0, no_reply=1)
+    assert loaded.to_dict() == same.to_dict() and loaded.to_dict()["version"] == 3
+    assert loaded.summary(1e-5, RDP) == same.summary(1e-5, RDP)
+    assert PrivacyLedger.from_json(loaded.to_json()).to_dict() == loaded.to_dict()
 
 
 def _ledger_of_a_sampled_run(sigma: float, batch: int, clients: int, steps: int) -> PrivacyLedger:

@@ -7,14 +7,15 @@ import math
 
 import numpy as np
 import pytest
+from dp_accounting import dp_event
 from test_privacy_accountants import analytic_gaussian_epsilon
 
 from fedgs.privacy import get_accountant
+from fedgs.privacy.events import compose_counts
 from fedgs.privacy.teacher_events import (
-    datalens_step_kind,
-    pate_step_kind,
-    step_event,
-    teacher_client_event,
+    datalens_step_event,
+    pate_step_event,
+    teacher_step_event,
 )
 from fedgs.privacy.teacher_ledger import TeacherLedger
 
@@ -38,19 +39,19 @@ def classic_rdp_epsilon(rdp, delta: float) -> float:
 
 def test_datalens_multiplier_is_noise_over_replace_one_sensitivity() -> None:
     # a B x 784 vote with at most k entries of +-1 per row moves by 2 sqrt(k B) in L2
-    mechanism, multiplier, releases = datalens_step_kind(noise_std=80.0, top_k=200, batch_size=32)
-    assert (mechanism, releases) == ("gaussian", 1)
-    assert multiplier == pytest.approx(80.0 / (2 * math.sqrt(200 * 32)))
+    event = datalens_step_event(noise_std=80.0, top_k=200, batch_size=32)
+    assert isinstance(event, dp_event.GaussianDpEvent)
+    assert event.noise_multiplier == pytest.approx(80.0 / (2 * math.sqrt(200 * 32)))
 
 
 @pytest.mark.parametrize("steps", [1, 7, 40])
 def test_datalens_client_epsilon_matches_the_analytic_gaussian(steps: int) -> None:
-    kind = datalens_step_kind(noise_std=300.0, top_k=50, batch_size=16)
+    kind = datalens_step_event(noise_std=300.0, top_k=50, batch_size=16)
     ledger = TeacherLedger()
     for _ in range(steps):
         ledger.record("writer", kind)
     # `steps` Gaussians of multiplier s compose to one of multiplier s / sqrt(steps)
-    exact = analytic_gaussian_epsilon(math.sqrt(steps) / kind[1], 1e-5)
+    exact = analytic_gaussian_epsilon(math.sqrt(steps) / kind.noise_multiplier, 1e-5)
     pld = ledger.epsilon("writer", 1e-5, PLD)
     assert pld == pytest.approx(exact, rel=0.01)
     assert pld >= exact * (1 - 1e-6)  # PLD rounds pessimistically
@@ -62,18 +63,18 @@ def test_one_pate_release_is_pure_two_over_b() -> None:
     # Lap(b) on the two counts, L1 sensitivity 2: (2/b, 0)-DP; the exact curve of the Laplace
     # mechanism is delta(eps) = 1 - exp((eps - eps0) / 2), i.e. eps(delta) = eps0 + 2 log(1 - delta)
     b, delta = 4.0, 1e-5
-    (_, multiplier, releases) = kind = pate_step_kind(b, 1)
-    assert multiplier == b / 2 and releases == 1
+    kind = pate_step_event(b, 1)
+    assert kind == dp_event.LaplaceDpEvent(b / 2)  # one release
     exact = 2 / b + 2 * math.log(1 - delta)
-    pld = get_accountant(PLD).epsilon(step_event(kind), delta)
+    pld = get_accountant(PLD).epsilon(kind, delta)
     assert pld == pytest.approx(exact, rel=1e-3)
     assert pld >= exact * (1 - 1e-9)
 
 
 @pytest.mark.parametrize(("b", "queries", "steps"), [(20.0, 64, 3), (50.0, 160, 10)])
 def test_pate_client_epsilon_matches_laplace_rdp_by_hand(b: float, queries: int, steps: int):
-    kind = pate_step_kind(b, queries)
-    event = teacher_client_event({kind: steps})
+    kind = pate_step_event(b, queries)
+    event = compose_counts({kind: steps})
     n, eps0, delta = queries * steps, 2 / b, 1e-5
     by_hand = classic_rdp_epsilon(lambda a: n * laplace_rdp(a, eps0), delta)
     assert get_accountant(AUTODP).epsilon(event, delta) == pytest.approx(by_hand, rel=0.01)
@@ -85,7 +86,7 @@ def test_pate_client_epsilon_matches_laplace_rdp_by_hand(b: float, queries: int,
 
 
 def test_ledger_reports_the_most_voted_client_and_round_trips() -> None:
-    kind = pate_step_kind(10.0, 32)
+    kind = pate_step_event(10.0, 32)
     ledger = TeacherLedger()
     for client, steps in (("b", 3), ("a", 3), ("c", 1)):
         for _ in range(steps):
@@ -114,7 +115,7 @@ def test_ledger_reports_the_most_voted_client_and_round_trips() -> None:
 
 
 def test_unattributed_steps_move_to_their_client_or_count_for_every_client() -> None:
-    kind = pate_step_kind(10.0, 32)
+    kind = pate_step_event(10.0, 32)
     ledger = TeacherLedger()
     ledger.record("a", kind)
     ledger.record_unattributed("node-4", kind)
@@ -131,14 +132,14 @@ def test_unattributed_steps_move_to_their_client_or_count_for_every_client() -> 
 
 
 def test_ledger_budget_check_looks_one_step_ahead() -> None:
-    kind = datalens_step_kind(noise_std=400.0, top_k=10, batch_size=8)
+    kind = datalens_step_event(noise_std=400.0, top_k=10, batch_size=8)
     ledger = TeacherLedger()
     assert ledger.epsilon_max(1e-5, RDP) == (0.0, None)
     one = TeacherLedger()
     one.record("x", kind)
     first = one.epsilon("x", 1e-5, RDP)
-    assert ledger.would_exceed(kind, first * 0.99, 1e-5, RDP)
-    assert not ledger.would_exceed(kind, first * 1.01, 1e-5, RDP)
+    assert ledger.run_would_exceed(kind, first * 0.99, 1e-5, RDP)
+    assert not ledger.run_would_exceed(kind, first * 1.01, 1e-5, RDP)
     assert one.epsilon("x", 1e-5, RDP, extra=kind) > first
 
 
@@ -147,4 +148,25 @@ def test_ledger_budget_check_looks_one_step_ahead() -> None:
 )
 def test_bad_kinds_are_refused(kind) -> None:
     with pytest.raises(ValueError):
-        TeacherLedger().record("x", kind)
+        teacher_step_event(*kind)
+
+
+def test_version_2_teacher_ledgers_load_with_the_same_epsilons() -> None:
+    """Rows of mechanism, multiplier, releases and count (version 2, as main wrote before
+    issue 19) read back to the events the strategies charge now; written again as version 3."""
+    pate, lens = pate_step_event(10.0, 32), datalens_step_event(400.0, 10, 8)
+    old = {
+        "version": 2,
+        "steps": {"a": [["laplace", 5.0, 32, 3]], "b": [["gaussian", lens.noise_multiplier, 1, 2]]},
+        "unattributed": {"node-4": [["laplace", 5.0, 32, 1]]},
+    }
+    loaded = TeacherLedger.from_dict(old)
+    same = TeacherLedger()
+    for _ in range(3):
+        same.record("a", pate)
+    for _ in range(2):
+        same.record("b", lens)
+    same.record_unattributed("node-4", pate)
+    assert loaded.to_dict() == same.to_dict() and loaded.to_dict()["version"] == 3
+    assert loaded.summary(1e-5, RDP) == same.summary(1e-5, RDP)
+    assert TeacherLedger.from_dict({**old, "version": 1}).to_dict() == same.to_dict()

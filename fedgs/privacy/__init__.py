@@ -2,9 +2,11 @@
 
 Mechanisms are dp-accounting events (``events``); accountants turn them into epsilon at the end
 (``accountants``: autodp-rdp, the paper's and the default; dp-accounting-rdp;
-dp-accounting-pld). ``PrivacyLedger`` tracks what each client answered. Every figure names its
-threat model: *untrusted-server* (no amplification; the run's epsilon is the most-queried
-client's) or *trusted-sampler* (amplification by secret uniform sampling, an assumption).
+dp-accounting-pld). ``ClientLedger`` counts what each client was charged, keyed by the
+charge's event; ``PrivacyLedger`` (GS-WGAN) and ``TeacherLedger`` (DataLens, PATE-GAN) are
+ones. Every figure names its threat model: *untrusted-server* (no amplification; the run's
+epsilon is the most-queried client's) or *trusted-sampler* (amplification by secret uniform
+sampling, an assumption).
 
 Names are loaded on first use: autodp and dp-accounting take seconds to import, which neither
 the sanitizer nor the ``fedgs`` command line should pay for.
@@ -31,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "gswgan_query_event": "events",
     "trusted_sampler_event": "events",
     "untrusted_client_event": "events",
+    "ClientLedger": "client_ledger",
     "PrivacyLedger": "ledger",
     "FedAvgLedger": "fedavg_ledger",
     "centralized_shared_step_epsilon": "paper",

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
+import attr
 from dp_accounting import dp_event
-
-# (noise multiplier, batch size): what a client's GS-WGAN reply depends on.
-QueryKind = tuple[float, int]
 
 
 def _check_positive(name: str, value: float) -> None:
@@ -40,7 +39,7 @@ def gswgan_query_event(noise_multiplier: float, batch_size: int) -> dp_event.Gau
     return dp_event.GaussianDpEvent(float(noise_multiplier) / math.sqrt(batch_size))
 
 
-def untrusted_client_event(queries: Mapping[QueryKind, float]) -> dp_event.DpEvent:
+def untrusted_client_event(queries: Mapping[tuple[float, int], float]) -> dp_event.DpEvent:
     """A client's queries under the untrusted server: plain composition, no amplification.
 
     ``queries`` maps (noise multiplier, batch size) to the number of such queries answered.
@@ -125,3 +124,39 @@ def fedavg_round_event(
     return dp_event.PoissonSampledDpEvent(
         clients_per_round / clients, dp_event.GaussianDpEvent(float(noise_multiplier))
     )
+
+
+def compose_counts(charges: Mapping[dp_event.DpEvent, int]) -> dp_event.DpEvent:
+    """``count`` times each event, composed (no amplification): a ledger's charges as one."""
+    parts = [
+        dp_event.SelfComposedDpEvent(event, count)
+        for event, count in sorted(charges.items(), key=lambda item: repr(item[0]))
+        if count > 0
+    ]
+    if not parts:
+        return dp_event.NoOpDpEvent()
+    return parts[0] if len(parts) == 1 else dp_event.ComposedDpEvent(parts)
+
+
+def event_to_json(event: dp_event.DpEvent) -> dict[str, Any]:
+    """An event as plain data: its ``dp_event`` class name and fields (nested events likewise)."""
+    fields = {
+        f.name: event_to_json(v) if isinstance(v, dp_event.DpEvent) else v
+        for f in attr.fields(type(event))
+        for v in [getattr(event, f.name)]
+    }
+    return {"dp_event": type(event).__name__} | fields
+
+
+def event_from_json(data: dict[str, Any]) -> dp_event.DpEvent:
+    """The event ``event_to_json`` wrote; only dp_accounting's own event classes are built."""
+    name = str(data["dp_event"])
+    cls = getattr(dp_event, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, dp_event.DpEvent)):
+        raise ValueError(f"unknown dp-accounting event {name!r}")
+    fields = {
+        k: event_from_json(v) if isinstance(v, dict) else v
+        for k, v in data.items()
+        if k != "dp_event"
+    }
+    return cls(**fields)

@@ -3,7 +3,7 @@
 For every generated sample the teachers that answered vote real or fake; the server adds
 independent Lap(b) noise to both counts and labels the sample with the larger noisy count
 (LNMax). Only the labels leave this function. Its privacy cost per sample is in
-``teacher_events.pate_step_kind``.
+``teacher_events.pate_step_event``.
 """
 
 from __future__ import annotations

@@ -21,56 +21,41 @@ that client casts:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 
 from dp_accounting import dp_event
 
-GAUSSIAN, LAPLACE = "gaussian", "laplace"
-# (mechanism, noise multiplier, releases per answered step): what a voting teacher pays per step
-TeacherKind = tuple[str, float, int]
+GAUSSIAN, LAPLACE = "gaussian", "laplace"  # the mechanisms of ledger files before version 3
 
 
-def datalens_step_kind(noise_std: float, top_k: int, batch_size: int) -> TeacherKind:
-    """One DataLens step for one voting teacher: Gaussian of multiplier s / (2 sqrt(k B))."""
-    if not noise_std > 0 or math.isinf(noise_std):
-        raise ValueError(f"noise std must be a positive finite number, got {noise_std!r}")
-    if top_k < 1 or batch_size < 1:
-        raise ValueError(f"top-k and batch size must be >= 1, got {top_k} and {batch_size}")
-    return (GAUSSIAN, float(noise_std) / (2.0 * math.sqrt(top_k * batch_size)), 1)
-
-
-def pate_step_kind(laplace_scale: float, queries: int) -> TeacherKind:
-    """One PATE-GAN step for one voting teacher: ``queries`` Laplace releases of multiplier b/2."""
-    if not laplace_scale > 0 or math.isinf(laplace_scale):
-        raise ValueError(f"Laplace scale must be a positive finite number, got {laplace_scale!r}")
-    if queries < 1:
-        raise ValueError(f"a step must label at least one sample, got {queries}")
-    return (LAPLACE, float(laplace_scale) / 2.0, int(queries))
-
-
-def step_event(kind: TeacherKind) -> dp_event.DpEvent:
-    """The event of one answered step of ``kind``; raises ValueError for an invalid kind."""
-    mechanism, multiplier, releases = kind
+def teacher_step_event(mechanism: str, multiplier: float, releases: int) -> dp_event.DpEvent:
+    """One answered step for one voting teacher: ``releases`` releases of ``mechanism`` at
+    ``multiplier``; raises ValueError for invalid ones."""
     if not multiplier > 0 or math.isinf(multiplier):
         raise ValueError(f"noise multiplier must be a positive finite number, got {multiplier!r}")
     if int(releases) != releases or releases < 1:
         raise ValueError(f"releases per step must be a positive integer, got {releases!r}")
     if mechanism == GAUSSIAN:
-        base: dp_event.DpEvent = dp_event.GaussianDpEvent(multiplier)
+        base: dp_event.DpEvent = dp_event.GaussianDpEvent(float(multiplier))
     elif mechanism == LAPLACE:
-        base = dp_event.LaplaceDpEvent(multiplier)
+        base = dp_event.LaplaceDpEvent(float(multiplier))
     else:
         raise ValueError(f"unknown teacher mechanism {mechanism!r}")
-    return base if releases == 1 else dp_event.SelfComposedDpEvent(base, releases)
+    return base if releases == 1 else dp_event.SelfComposedDpEvent(base, int(releases))
 
 
-def teacher_client_event(steps: Mapping[TeacherKind, int]) -> dp_event.DpEvent:
-    """A client's answered steps, composed (no amplification by subsampling)."""
-    parts = [
-        dp_event.SelfComposedDpEvent(step_event(kind), count)
-        for kind, count in sorted(steps.items())
-        if count > 0
-    ]
-    if not parts:
-        return dp_event.NoOpDpEvent()
-    return parts[0] if len(parts) == 1 else dp_event.ComposedDpEvent(parts)
+def datalens_step_event(noise_std: float, top_k: int, batch_size: int) -> dp_event.DpEvent:
+    """One DataLens step for one voting teacher: Gaussian of multiplier s / (2 sqrt(k B))."""
+    if not noise_std > 0 or math.isinf(noise_std):
+        raise ValueError(f"noise std must be a positive finite number, got {noise_std!r}")
+    if top_k < 1 or batch_size < 1:
+        raise ValueError(f"top-k and batch size must be >= 1, got {top_k} and {batch_size}")
+    return teacher_step_event(GAUSSIAN, float(noise_std) / (2.0 * math.sqrt(top_k * batch_size)), 1)
+
+
+def pate_step_event(laplace_scale: float, queries: int) -> dp_event.DpEvent:
+    """One PATE-GAN step for one voting teacher: ``queries`` Laplace releases of multiplier b/2."""
+    if not laplace_scale > 0 or math.isinf(laplace_scale):
+        raise ValueError(f"Laplace scale must be a positive finite number, got {laplace_scale!r}")
+    if queries < 1:
+        raise ValueError(f"a step must label at least one sample, got {queries}")
+    return teacher_step_event(LAPLACE, float(laplace_scale) / 2.0, int(queries))
