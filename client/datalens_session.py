@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 
 
 class DataLensTeacher:
+    strategy = "datalens"  # the policy a reply says it applied
+
     def __init__(self, config: RunConfig, partition_id: int) -> None:
         if config.client_budget_epsilon > 0:
             raise RequestRefused(
@@ -58,5 +60,5 @@ class DataLensTeacher:
             votes = torch.zeros(gradient.flatten(1).shape, dtype=torch.int8)
         session.save()
         packed = datalens.encode_votes(votes, self.config.datalens_top_k)
-        used = {"strategy": "datalens", "batch-size": int(fakes.labels.shape[1])}
+        used = {"strategy": self.strategy, "batch-size": int(fakes.labels.shape[1])}
         return session.reply({datalens.VOTES: packed}, used)

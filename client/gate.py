@@ -18,7 +18,7 @@ from fedgs.algorithms import ALGORITHMS, WARM_START, algorithm
 from fedgs.client.common import client_id_of
 from fedgs.client.state_store import ClientStateStore
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
-from fedgs.protocols import common, pate_gan
+from fedgs.protocols import common
 from fedgs.run_config import RunConfig
 from fedgs.run_data import state_dir_for
 
@@ -49,6 +49,7 @@ HANDLERS: dict[str, Handler] = {
     WARM_START: _warm_start,
 }
 MESSAGE_TYPES = tuple(HANDLERS)
+QUERIES = {entry.query: entry for entry in ALGORITHMS.values()}
 
 
 def allowed_message_types(policy: NodePolicy) -> tuple[str, ...]:
@@ -58,7 +59,7 @@ def allowed_message_types(policy: NodePolicy) -> tuple[str, ...]:
 
 def requested_batch(message_type: str, content: RecordDict) -> int:
     """The largest batch a query asks about, read from its arrays' shapes before decoding."""
-    keys = (common.FAKES, pate_gan.BALLOT) if message_type == pate_gan.QUERY else (common.FAKES,)
+    keys = QUERIES[message_type].batch_records
     return max(common.fake_batch_size(content, key) for key in keys)
 
 

@@ -8,11 +8,18 @@ drives it and the client session that answers it ("module:attr" strings, so the 
 imports the server or client layer).
 
 Light on purpose (no torch, no Flower): ``fedgs --help`` and the run config import it.
+
+More algorithms (README, "Adding a strategy"): ``FEDGS_ALGORITHMS`` = comma-separated
+"module:attr", each naming an :class:`Algorithm`, read once when this module is imported. An
+environment variable because the registry must be the same in every process of a run: the
+simulation's Ray workers, where the ClientApp (and its gate) runs, inherit the driver's
+environment, and a SuperNode or SuperExec gets it from its container or shell.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +49,9 @@ class Algorithm:
     # keep a critic (or classifier) warm-started before step 1; None: no warm start
     warm_start_session: str | None
     paper_bytes: float | None = None  # bytes per generator update in the paper's protocol
+    # the query's ArrayRecords of fake batches (fedgs.protocols.common's format): the client's
+    # gate checks each one's batch size against the node policy before anything is decoded
+    batch_records: tuple[str, ...] = ("fakes",)
 
     @property
     def warm_started(self) -> bool:
@@ -111,9 +121,46 @@ ALGORITHMS: dict[str, Algorithm] = {
             server_run="fedgs.server.pate_gan_run:PateGANRun",
             client_session="fedgs.client.pate_gan_session:PateTeacher",
             warm_start_session="fedgs.client.pate_gan_session:teacher_session",  # a classifier
+            batch_records=("fakes", "ballot"),  # fedgs.protocols: common.FAKES, pate_gan.BALLOT
         ),
     )
 }
+
+ENV_VAR = "FEDGS_ALGORITHMS"
+
+
+def registered(spec: str, known: dict[str, Algorithm]) -> dict[str, Algorithm]:
+    """The entries ``spec`` ("module:attr,module:attr") names, checked against ``known``: each
+    must be an Algorithm whose name and query are new (the warm start's message type is shared,
+    never a query). ValueError naming the bad entry otherwise."""
+    added: dict[str, Algorithm] = {}
+    for target in (t.strip() for t in spec.split(",")):
+        if not target:
+            continue
+        where = f"{ENV_VAR} entry {target!r}"
+        if target.count(":") != 1 or not all(target.split(":")):
+            raise ValueError(f"{where}: expected 'module:attr'")
+        try:
+            entry = _load(target)
+        except (ImportError, AttributeError) as error:
+            raise ValueError(f"{where}: cannot load it ({error})") from error
+        if not isinstance(entry, Algorithm):
+            raise ValueError(f"{where}: not a fedgs.algorithms.Algorithm ({type(entry).__name__})")
+        if not entry.query.startswith("train.") or entry.query == "train.":
+            raise ValueError(f"{where}: message type {entry.query!r} must be 'train.<name>'")
+        taken = {**known, **added}
+        if entry.name in taken:
+            raise ValueError(f"{where}: strategy name {entry.name!r} is already registered")
+        queries = {a.query: a.name for a in taken.values()} | {WARM_START: "the warm start"}
+        if entry.query in queries:
+            raise ValueError(
+                f"{where}: message type {entry.query!r} is already {queries[entry.query]}'s"
+            )
+        added[entry.name] = entry
+    return added
+
+
+ALGORITHMS |= registered(os.environ.get(ENV_VAR, ""), ALGORITHMS)
 STRATEGIES: tuple[str, ...] = tuple(ALGORITHMS)
 
 

@@ -18,6 +18,7 @@ def test_every_entry_is_served_driven_and_reported(name: str) -> None:
     entry = algorithm(name)
     assert issubclass(entry.run_class(), FederatedRun)  # the server drives it
     assert entry.query in gate.HANDLERS  # a client session answers its query
+    assert gate.QUERIES[entry.query] is entry and entry.batch_records  # the gate checks batches
     served = gate.allowed_message_types(NodePolicy.deployment_default(name))
     assert served == ((entry.query, WARM_START) if entry.warm_started else (entry.query,))
     assert entry.threat_model in THREAT_MODELS and entry.neighbouring in NEIGHBOURING

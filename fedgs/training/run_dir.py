@@ -12,7 +12,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fedgs.algorithms import algorithm
 from fedgs.privacy.report import load_privacy, privacy_report
+from fedgs.privacy.threat_models import TRUSTED_AGGREGATOR, TRUSTED_SERVER
 
 if TYPE_CHECKING:
     from torch import nn
@@ -115,17 +117,18 @@ def _teacher_privacy_lines(privacy: dict) -> list[str]:
         f"  steps asked per client: max {votes['max']}, median {votes['median']}"
         f" over {votes['clients_voted']} clients",
     ]
-    if privacy["strategy"] == "pate-gan":
+    if "data_dependent_epsilon" in privacy.get("mechanism", {}):  # PATE-GAN's
         lines.append("  data-dependent (PATE moments) epsilon: not reported, see privacy.json")
     return lines
 
 
 def _privacy_lines(privacy: dict) -> list[str]:
-    if privacy["strategy"] in ("datalens", "pate-gan"):
+    threat_model = algorithm(privacy["strategy"]).threat_model  # of its headline epsilon
+    if threat_model == TRUSTED_AGGREGATOR:  # the teacher ensembles (DataLens, PATE-GAN, ...)
         return _teacher_privacy_lines(privacy)
     sampling = privacy.get("sampling", {})
     delta = f"delta={privacy['delta']:g}"
-    if privacy["strategy"] == "fedavg-gan":
+    if threat_model == TRUSTED_SERVER:  # Fed-Avg GAN
         trusted = privacy["trusted_server"]
         neighbouring = privacy["neighbouring"]
         figure = f"{trusted['epsilon']:.4g}"
