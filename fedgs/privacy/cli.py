@@ -147,8 +147,10 @@ def run(args: argparse.Namespace) -> int:
     if args.noise_multiplier is not None and args.target_epsilon is not None:
         return _plan_queries(args, acct)
     if args.steps is None:
-        return _fail("give --steps (optional only when planning with both --noise-multiplier "
-                     "and --target-epsilon)")
+        return _fail(
+            "give --steps (optional only when planning with both --noise-multiplier "
+            "and --target-epsilon)"
+        )
     k, t, m, b, delta = args.clients, args.steps, args.clients_per_step, args.batch_size, args.delta
     expected = t * m / k
     worst = int(simulate_query_counts(k, t, m, seed=args.seed).max())
