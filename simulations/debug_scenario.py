@@ -38,7 +38,13 @@ from fedgs.debugging.detection import (
     inverted_share,
     legibility,
 )
-from fedgs.debugging.report import markdown_report, privacy_digest, ratio_text, save_side_by_side
+from fedgs.debugging.report import (
+    GROUPING_PRIVACY,
+    markdown_report,
+    privacy_digest,
+    ratio_text,
+    save_side_by_side,
+)
 from fedgs.debugging.scoring import (
     NORMAL,
     SUSPECTED,
@@ -314,6 +320,7 @@ def run_scenario(options: ScenarioOptions, gan: RunConfig, engine: EngineOptions
             "thresholds": asdict(thresholds),
             "confusion": table,
             "confusion_markdown": confusion_markdown(table),
+            "privacy": GROUPING_PRIVACY,
         },
         "gan": {
             "strategy": gan.strategy,

@@ -55,6 +55,9 @@ def test_scenario_runs_end_to_end_and_reports(tmp_path: Path, capsys) -> None:
     assert (out / "samples_side_by_side.png").stat().st_size > 0
     report = (out / "REPORT.md").read_text()
     assert "| suspected |" in report and "untrusted server" in report
+    # the grouping by per-writer accuracy is not privacy-accounted, and both files say so
+    assert "Not privacy-accounted" in summary["split"]["privacy"]
+    assert summary["split"]["privacy"] in report
 
     # a second run never mixes its outputs into a finished one
     assert main(["debug-scenario", *TINY, "--out", str(out)]) == 2

@@ -145,3 +145,63 @@ def test_help_explains_the_threat_models(capsys):
     assert run(["--help"]) == 0
     text = capsys.readouterr().out
     assert "untrusted-server" in text and "trusted-sampler" in text and "--target-epsilon" in text
+
+
+PLAN = [
+    "--clients",
+    "100",
+    "--clients-per-step",
+    "10",
+    "--batch-size",
+    "8",
+    "--noise-multiplier",
+    "5",
+    "--delta",
+    "1e-5",
+    "--target-epsilon",
+    "10",
+    "--accountant",
+    "dp-accounting-rdp",
+]
+
+
+def test_plan_gives_the_most_queries_per_client_and_the_steps_that_fit(capsys):
+    assert run([*PLAN, "--steps", "60", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    acct = get_accountant("dp-accounting-rdp")
+
+    def eps(queries: int) -> float:
+        return acct.epsilon(untrusted_client_event({(5.0, 8): queries}), 1e-5)
+
+    q = out["max_queries_per_client"]
+    assert q >= 1 and eps(q) <= 10 < eps(q + 1)
+    assert out["epsilon_at_max_queries"] == pytest.approx(eps(q))
+    steps = out["max_steps"]
+    assert simulate_query_counts(100, steps, 10, seed=0).max() <= q
+    assert simulate_query_counts(100, steps + 1, 10, seed=0).max() > q
+    assert out["expected_queries_at_max_steps"] == pytest.approx(steps * 10 / 100)
+    assert out["threat_model"] == "untrusted-server" and out["neighbouring"] == "replace-one"
+    worst = int(simulate_query_counts(100, 60, 10, seed=0).max())
+    assert out["worst_client_queries"] == worst and out["fits"] == (worst <= q)
+    assert out["epsilon_untrusted_worst_client"] == pytest.approx(eps(worst))
+
+
+def test_plan_text_and_optional_steps(capsys):
+    assert run(PLAN) == 0  # --steps is optional when planning
+    text = capsys.readouterr().out
+    assert "queries per client within epsilon 10" in text and "untrusted-server" in text
+    assert "[dp-accounting-rdp]" in text and "--target-epsilon 10" in text
+
+
+def test_plan_refuses_a_single_query_past_the_target(capsys):
+    argv = [*PLAN]
+    argv[argv.index("--noise-multiplier") + 1] = "0.5"
+    assert run(argv) == 1
+    assert "already costs epsilon" in capsys.readouterr().err
+
+
+def test_steps_still_required_without_planning(capsys):
+    args = dict(zip(PAPER_FEDERATED[::2], PAPER_FEDERATED[1::2], strict=True))
+    del args["--steps"]
+    assert run([part for item in args.items() for part in item]) == 2
+    assert "--steps" in capsys.readouterr().err

@@ -59,6 +59,14 @@ def _pct(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
+GROUPING_PRIVACY = (
+    "Not privacy-accounted: each writer's exact accuracy on its own images decides its group "
+    "(as in the papers' procedure, where the deployed model's per-user metrics do), and no "
+    "noise is added to it; the epsilons below cover the generators' training on the groups as "
+    "formed, not the grouping, so they are not an end-to-end guarantee of the procedure."
+)
+
+
 def ratio_text(suspected: float, normal: float) -> str:
     """suspected / normal share, with a normal share of 0 spelled out instead of a division."""
     if normal == 0:
@@ -127,6 +135,8 @@ def markdown_report(summary: dict[str, Any]) -> str:
         f"{_pct(split['thresholds']['normal_min'])}.",
         "",
         split["confusion_markdown"],
+        "",
+        f"Privacy of this step: {GROUPING_PRIVACY}",
         "",
         "## 2. One private generator per group",
         "",

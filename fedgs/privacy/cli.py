@@ -27,6 +27,10 @@ threat models:
                     server at the expected count T*M/K; centralized = per-sample subsampled
                     composition (q = 1/K, B*T times). For --setting centralized the
                     trusted-sampler figure is the shared-subsampling-per-step one.
+planning: --target-epsilon alone calibrates sigma for --steps; with --noise-multiplier it
+prints the most queries one client may answer at B and sigma within the target, and the most
+steps whose simulated most-queried client stays within that count (a run's real sampling is
+secret: give the run --target-epsilon too, which stops it before the guarantee passes).
 accountants: autodp-rdp (the paper's, default), dp-accounting-rdp, dp-accounting-pld
 (tightest; it has no sampling without replacement, so no trusted-sampler figure)."""
 
@@ -76,7 +80,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--clients", type=_positive_int, required=True, help="K clients")
-    parser.add_argument("--steps", type=_positive_int, required=True, help="T generator steps")
+    parser.add_argument(
+        "--steps",
+        type=_positive_int,
+        help="T generator steps (optional with both --noise-multiplier and --target-epsilon)",
+    )
     parser.add_argument("--batch-size", type=_positive_int, required=True, help="B rows a query")
     parser.add_argument(
         "--noise-multiplier", type=_positive_float, help="sigma (noise std / 2C per row)"
@@ -101,7 +109,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--target-epsilon",
         type=_positive_float,
         help="print the smallest noise multiplier meeting this epsilon for the most-queried "
-        "client under the untrusted server, instead of epsilons",
+        "client under the untrusted server, instead of epsilons; with --noise-multiplier too: "
+        "plan the queries per client and the steps that fit this epsilon",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
@@ -135,6 +144,13 @@ def run(args: argparse.Namespace) -> int:
     if args.noise_multiplier is None and args.target_epsilon is None:
         return _fail("give --noise-multiplier, or --target-epsilon to calibrate it")
     acct = get_accountant(name)
+    if args.noise_multiplier is not None and args.target_epsilon is not None:
+        return _plan_queries(args, acct)
+    if args.steps is None:
+        return _fail(
+            "give --steps (optional only when planning with both --noise-multiplier "
+            "and --target-epsilon)"
+        )
     k, t, m, b, delta = args.clients, args.steps, args.clients_per_step, args.batch_size, args.delta
     expected = t * m / k
     worst = int(simulate_query_counts(k, t, m, seed=args.seed).max())
@@ -246,4 +262,103 @@ def run(args: argparse.Namespace) -> int:
         print(f"  (trusted-sampler n/a: {trusted_error})")
     elif eps_trusted > eps_worst:
         print(f"  note: {_VACUOUS_AMPLIFICATION}")
+    return 0
+
+
+def _max_queries(acct: Any, sigma: float, batch: int, target: float, delta: float) -> int:
+    """The most queries one client may answer at (sigma, B) with epsilon <= target (0: none)."""
+    from fedgs.privacy.events import untrusted_client_event
+
+    def meets(queries: int) -> bool:
+        return acct.epsilon(untrusted_client_event({(sigma, batch): queries}), delta) <= target
+
+    if not meets(1):
+        return 0
+    low, high = 1, 2
+    while meets(high):  # epsilon grows with the query count
+        low, high = high, 2 * high
+        if high > 10**7:
+            return low
+    while high - low > 1:  # invariant: low meets, high misses
+        middle = (low + high) // 2
+        low, high = (middle, high) if meets(middle) else (low, middle)
+    return low
+
+
+def _max_steps(clients: int, per_step: int, queries: int, seed: int) -> int:
+    """The most steps whose simulated most-queried client answers at most ``queries``."""
+    from fedgs.privacy.sampling import simulate_query_counts
+
+    def fits(steps: int) -> bool:
+        return int(simulate_query_counts(clients, steps, per_step, seed=seed).max()) <= queries
+
+    low, high = 0, queries * clients // per_step + 1  # more steps than this cannot fit
+    while high - low > 1:  # invariant: low fits, high does not (or is the bound)
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
+
+
+def _plan_queries(args: argparse.Namespace, acct: Any) -> int:
+    """--noise-multiplier and --target-epsilon: queries per client and steps within the target."""
+    from fedgs.privacy.events import untrusted_client_event
+    from fedgs.privacy.sampling import simulate_query_counts
+    from fedgs.privacy.threat_models import REPLACE_ONE, UNTRUSTED_SERVER
+
+    k, m, b, delta = args.clients, args.clients_per_step, args.batch_size, args.delta
+    sigma, target = args.noise_multiplier, args.target_epsilon
+    queries = _max_queries(acct, sigma, b, target, delta)
+    if queries == 0:
+        one = acct.epsilon(untrusted_client_event({(sigma, b): 1}), delta)
+        return _fail(
+            f"one query at B={b}, sigma={sigma:g} already costs epsilon {one:.4g} > {target:g} "
+            f"({UNTRUSTED_SERVER}, {acct.name}, delta={delta:g}): raise sigma or lower B",
+            code=1,
+        )
+    eps = acct.epsilon(untrusted_client_event({(sigma, b): queries}), delta)
+    steps = _max_steps(k, m, queries, args.seed)
+    result: dict[str, Any] = {
+        "max_queries_per_client": queries,
+        "epsilon_at_max_queries": eps,
+        "target_epsilon": target,
+        "max_steps": steps,
+        "expected_queries_at_max_steps": steps * m / k,
+        "noise_multiplier": sigma,
+        "batch_size": b,
+        "clients": k,
+        "clients_per_step": m,
+        "delta": delta,
+        "threat_model": UNTRUSTED_SERVER,
+        "neighbouring": REPLACE_ONE,
+        "accountant": acct.name,
+        "seed": args.seed,
+    }
+    if args.steps is not None:
+        worst = int(simulate_query_counts(k, args.steps, m, seed=args.seed).max())
+        result |= {
+            "steps": args.steps,
+            "worst_client_queries": worst,
+            "epsilon_untrusted_worst_client": acct.epsilon(
+                untrusted_client_event({(sigma, b): worst}), delta
+            ),
+            "fits": worst <= queries,
+        }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(
+        f"B={b}, sigma={sigma:g} (one query: noise multiplier {sigma / b**0.5:.4g}), "
+        f"delta={delta:g}, {REPLACE_ONE} client, {UNTRUSTED_SERVER} [{acct.name}]\n"
+        f"at most {queries} queries per client within epsilon {target:g} "
+        f"(epsilon {eps:.4g} at {queries})\n"
+        f"K={k} clients, M={m} per step: at most {steps} steps keep the most-queried client "
+        f"within {queries} queries (simulated, seed {args.seed}; expected "
+        f"{steps * m / k:.2f} queries per client); run with --target-epsilon {target:g} too"
+    )
+    if args.steps is not None:
+        print(
+            f"--steps {args.steps}: most-queried client {result['worst_client_queries']} "
+            f"queries, epsilon {result['epsilon_untrusted_worst_client']:.4g} "
+            f"({'within' if result['fits'] else 'PAST'} the target)"
+        )
     return 0
