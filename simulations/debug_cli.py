@@ -61,7 +61,13 @@ The generator options default to settings that learn the background polarity fas
 no warm start, 5 critic steps per query, critic lr 2e-3, generator lr 5e-4; noise multiplier 1.07
 as in the paper). Real FEMNIST writers (see benchmarks/RESULTS.md for figures and timings):
   fedgs debug-scenario --dataset femnist --data-dir ../shared/data/femnist_leaf \\
-      --ray-cpus 1 --threads 1 --out runs/debug-femnist"""
+      --ray-cpus 1 --threads 1 --out runs/debug-femnist
+Those defaults spend epsilon ~130-150 per generator. Within untrusted-server epsilon 10 (GS-WGAN;
+plan B, sigma and steps with `fedgs privacy --target-epsilon`; measured in benchmarks/RESULTS.md):
+  fedgs debug-scenario --dataset femnist --data-dir ../shared/data/femnist_leaf --steps 60 \\
+      --clients-per-step 20 --batch-size 8 --noise-multiplier 5.7 --gradient-smoothing 3 \\
+      --lr-generator 5e-3 --target-epsilon 10 --ray-cpus 1 --threads 1 --out runs/debug-eps10
+The writers' grouping (step 3) is not privacy-accounted: the epsilons cover the generators."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
