@@ -156,6 +156,7 @@ def test_summary_names_threat_models_and_accountant():
         "max": 5,
         "counted_when": "sent (paid whether or not a reply came back)",
         "unattributed": 0,
+        "unattributed_nodes": 0,
         "outcomes": {"answered": 0, "dropped": 0, "no-reply": 0},
     }
     # PLD cannot do sampling without replacement: the report says so instead of failing
@@ -251,3 +252,25 @@ def test_simulated_counts(per_step):
     assert counts.max() > 2_000 * per_step / 50  # the worst client exceeds the mean
     if per_step > 1:  # distinct clients within a step: nobody exceeds one query a step
         assert simulate_query_counts(3, 100, 3, seed=0).tolist() == [100, 100, 100]
+
+
+def test_run_summary_names_nodes_that_never_answered(tmp_path):
+    """A node asked that never answered (dead, refusing, unreachable) stays unattributed: the run
+    summary says how many there were and that their queries count for every client."""
+    from fedgs.training.run_dir import RunDirectory, summarize
+
+    ledger = PrivacyLedger()
+    ledger.record_query("a", 1.0, 8)
+    for node in ("node-7", "node-9", "node-9"):
+        ledger.record_unattributed(node, gswgan_query_event(1.0, 8))
+    ledger.attribute("node-7", "b")
+    summary = ledger.summary(1e-5, RDP)
+    assert summary["queries"]["unattributed_nodes"] == 1
+    run = RunDirectory(tmp_path)
+    run.write_privacy_report("gswgan", summary, {"steps": 3}, {})
+    run.metrics_csv.write_text("step,sampled,answered\n1,2,1\n")
+    text = summarize(tmp_path)
+    assert "nodes that never answered: 1" in text and "their 2 queries count for every" in text
+    ledger.attribute("node-9", "c")  # it answered after all: no such line
+    run.write_privacy_report("gswgan", ledger.summary(1e-5, RDP), {"steps": 3}, {})
+    assert "never answered" not in summarize(tmp_path)

@@ -74,6 +74,10 @@ class ClientLedger:
     def unattributed_count(self) -> int:
         return sum(sum(charges.values()) for charges in self._unattributed.values())
 
+    def unattributed_nodes(self) -> int:
+        """Nodes asked that never answered (dead, refusing or still silent): never bound."""
+        return len(self._unattributed)
+
     def counts(self) -> dict[str, int]:
         """Charges per client (attributed ones only)."""
         return {client: sum(charges.values()) for client, charges in self._charges.items()}

@@ -145,6 +145,7 @@ class PrivacyLedger(ClientLedger):
                 "max": counts[-1] if counts else 0,
                 "counted_when": "sent (paid whether or not a reply came back)",
                 "unattributed": self.unattributed_count(),
+                "unattributed_nodes": self.unattributed_nodes(),
                 "outcomes": {outcome: self._outcomes[outcome] for outcome in OUTCOMES},
             },
         }

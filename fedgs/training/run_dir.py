@@ -158,6 +158,11 @@ def _privacy_lines(privacy: dict) -> list[str]:
             f"  queries sent: {outcomes['answered']} answered, {outcomes['dropped']} dropped, "
             f"{outcomes['no-reply']} without a reply (all paid)"
         )
+    if silent_nodes := queries.get("unattributed_nodes"):
+        lines.append(
+            f"  nodes that never answered: {silent_nodes} (dead, refusing or unreachable); their "
+            f"{queries['unattributed']} queries count for every client"
+        )
     return lines
 
 
