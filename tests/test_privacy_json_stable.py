@@ -59,7 +59,6 @@ EXPECTED: dict[str, dict[str, float]] = {
         "queries.outcomes.no-reply": 0.0,
         "queries.total": 2.0,
         "queries.unattributed": 0.0,
-        "queries.unattributed_nodes": 0.0,  # added after the refactor (nodes never answering)
         "steps": 2.0,
         "trusted_sampler.epsilon": 20.459445422529907,
         "trusted_sampler.steps": 2.0,
@@ -117,10 +116,15 @@ def privacy_numbers(strategy: str, run_dir: Path) -> dict[str, float]:
     return _accounted_numbers(json.loads((run_dir / "privacy.json").read_text()))
 
 
+# Keys added since those values were recorded (new information, not changed numbers): the
+# nodes asked that never answered (the run summary's dead-node line).
+ADDED_SINCE: dict[str, dict[str, float]] = {"gswgan": {"queries.unattributed_nodes": 0.0}}
+
+
 @pytest.mark.parametrize("strategy", sorted(EXPECTED))
 def test_privacy_json_numbers_match_pre_refactor(strategy: str, tmp_path: Path) -> None:
     found = privacy_numbers(strategy, tmp_path / "run")
-    expected = EXPECTED[strategy]
+    expected = EXPECTED[strategy] | ADDED_SINCE.get(strategy, {})
     assert found.keys() == expected.keys()
     for key, value in expected.items():
         assert found[key] == pytest.approx(value, rel=1e-9), key
