@@ -274,15 +274,12 @@ def _max_queries(acct: Any, sigma: float, batch: int, target: float, delta: floa
 
     if not meets(1):
         return 0
-    low, high = 1, 2
+    high = 2
     while meets(high):  # epsilon grows with the query count
-        low, high = high, 2 * high
         if high > 10**7:
-            return low
-    while high - low > 1:  # invariant: low meets, high misses
-        middle = (low + high) // 2
-        low, high = (middle, high) if meets(middle) else (low, middle)
-    return low
+            return high
+        high *= 2
+    return _largest(meets, high // 2, high)
 
 
 def _max_steps(clients: int, per_step: int, queries: int, seed: int) -> int:
@@ -292,8 +289,13 @@ def _max_steps(clients: int, per_step: int, queries: int, seed: int) -> int:
     def fits(steps: int) -> bool:
         return int(simulate_query_counts(clients, steps, per_step, seed=seed).max()) <= queries
 
-    low, high = 0, queries * clients // per_step + 1  # more steps than this cannot fit
-    while high - low > 1:  # invariant: low fits, high does not (or is the bound)
+    return _largest(fits, 0, queries * clients // per_step + 1)  # more steps cannot fit
+
+
+def _largest(fits: Any, low: int, high: int) -> int:
+    """The largest n in [low, high) with ``fits(n)``, for a monotone ``fits`` that holds at
+    ``low`` and fails at ``high`` (or ``high`` is a bound past every fitting n)."""
+    while high - low > 1:
         middle = (low + high) // 2
         low, high = (middle, high) if fits(middle) else (low, middle)
     return low
