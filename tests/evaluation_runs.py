@@ -9,11 +9,14 @@ including the older payload that kept the config under ``config``).
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import torch
 
+from fedgs.evaluation.quality_table import COLUMNS
 from fedgs.metrics import save_class_grid
+from fedgs.metrics.bars import DIRECTIONS
 from fedgs.models import ConditionalResNetGenerator
 from fedgs.privacy import FedAvgLedger, PrivacyLedger
 from fedgs.privacy.client_sampling import SECRET, ClientSampling
@@ -140,3 +143,44 @@ def make_run(root: Path, kind: str = "simulate") -> Path:
         out.samples / f"step_{STEPS:06d}.png",
     )
     return out.root
+
+
+def quality_row(name: str, cnn: float, mlp: float) -> dict:
+    """An instrument row (every figure the quality table prints) with the given accuracies."""
+    row = dict.fromkeys(DIRECTIONS, 0.5) | {key: 0.5 for key, _ in COLUMNS}
+    return row | {"name": name, "cnn_accuracy": cnn, "mlp_accuracy": mlp}
+
+
+def write_evaluation(run: Path, cnn: float, mlp: float, controls: dict[str, float]) -> None:
+    """A ``fedgs evaluate`` summary.json without training anything: the run's accuracies and
+    each control's (``controls``: name -> accuracy, CNN and MLP alike)."""
+    quality = {
+        "run": quality_row("this run", cnn, mlp),
+        "controls": [quality_row(n, a, a) for n, a in controls.items()],
+        "instrument": {"split": {"clients": 3}, "real": {"cnn": 0.9, "mlp": 0.8}},
+    }
+    utility = [
+        {
+            "classifier": name,
+            "synthetic_accuracy": value,
+            "real_accuracy": 0.9,
+            "calibrated_accuracy": value / 0.9,
+            "train_samples": 200,
+        }
+        for name, value in (("mlp", mlp), ("cnn", cnn))
+    ]
+    summary = {"scores": {"fid_domain": 500.0}, "quality": quality, "utility": utility}
+    (run / "evaluation").mkdir(exist_ok=True)
+    (run / "evaluation" / "summary.json").write_text(json.dumps(summary))
+
+
+def without_noise(run: Path) -> Path:
+    """Turn a Fed-Avg GAN run into one trained with noise multiplier 0: its privacy.json as the
+    ledger writes it then (epsilon infinite, JSON ``Infinity``)."""
+    ledger = FedAvgLedger(0.0)
+    for _ in range(STEPS):
+        ledger.record_round(10, 50)
+    out = RunDirectory(run)
+    privacy = {"strategy": "fedavg-gan"} | ledger.summary(1e-5) | {"steps": STEPS}
+    out.write_json(out.privacy_json, privacy)
+    return run

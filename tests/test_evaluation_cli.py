@@ -77,7 +77,8 @@ def test_report_is_self_contained(tmp_path: Path) -> None:
     sources = re.findall(r'<img[^>]* src="([^"]*)"', page)
     assert sources and all(s.startswith("data:image/png;base64,") for s in sources)
     assert not re.search(r'(src|href)="(https?:|file:|/)', page)  # nothing outside the page
-    assert (tmp_path / "report_files" / "privacy_utility.csv").exists()
+    assert "gswgan: not drawn, no fedgs evaluate output." in page  # no evaluation: no curve
+    assert not (tmp_path / "report_files" / "privacy_utility.csv").exists()
 
 
 @pytest.mark.slow

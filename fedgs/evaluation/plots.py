@@ -2,7 +2,8 @@
 
 - training curves of one run: domain FID, IS, label agreement, every epsilon column, and the
   logged gradient statistics when the runner recorded them;
-- privacy-utility across runs: FID and downstream accuracy against the run's epsilon;
+- privacy-utility across runs: downstream CNN and MLP accuracy against each run's epsilon, one
+  line per strategy and threat model, the controls as levels and the non-private upper bound;
 - gradient norms before and after clipping (Figure A1; see ``gradnorms`` for what is measured);
 - the memorisation check's closest sample / training-image pairs.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -85,44 +87,140 @@ def training_curves(run: RunFiles, stem: Path) -> Path | None:
     return _save(fig, stem.with_suffix(".png"))
 
 
-def privacy_utility(points: Sequence[dict], stem: Path) -> Path | None:
-    """FID and accuracy against epsilon, one point per run. ``points``: dicts with ``run``,
-    ``epsilon`` and any of ``fid_domain``, ``fid_inception``, ``mlp``, ``cnn``."""
-    usable = [p for p in points if _finite(p.get("epsilon"))]
-    if not usable:
+@dataclass(frozen=True)
+class CurvePoint:
+    """One run on the privacy-utility figure; ``series`` groups runs of one strategy under one
+    threat model (only those are one curve), ``epsilon`` inf = trained without noise."""
+
+    run: str
+    series: str
+    threat_model: str
+    epsilon: float
+    cnn: float | None
+    mlp: float | None
+
+
+@dataclass(frozen=True)
+class Control:
+    """A control's downstream accuracies: a reference level, not a point (it has no epsilon)."""
+
+    name: str
+    cnn: float | None
+    mlp: float | None
+
+
+# the controls drawn as reference lines (flat grey sits with the untrained generator at chance)
+CURVE_CONTROLS = ("real training writers", "lookup k=5", "lookup k=1", "untrained generator")
+NON_PRIVATE = "non-private (no DP)"
+_CURVE_HEADER = ("kind", "series", "threat_model", "name", "epsilon", "cnn", "mlp")
+_PANELS = (("cnn", "downstream CNN accuracy"), ("mlp", "downstream MLP accuracy"))
+
+
+def privacy_utility(
+    points: Sequence[CurvePoint], controls: Sequence[Control], stem: Path
+) -> Path | None:
+    """``stem``.png and ``stem``.csv: downstream accuracy against epsilon (log x), one line per
+    series, the controls in CURVE_CONTROLS as dashed levels and runs without noise at the right
+    edge as the non-private upper bound; None when no run has an accuracy to draw."""
+    ordered = sorted(points, key=lambda p: (p.series, p.epsilon))
+    drawn = [c for name in CURVE_CONTROLS for c in controls if c.name == name]
+    panels = [(k, t) for k, t in _PANELS if any(_finite(getattr(p, k)) for p in ordered)]
+    if not panels:
         return None
-    candidates = ("fid_domain", "fid_inception", "mlp", "cnn")
-    keys = [k for k in candidates if any(_finite(p.get(k)) for p in usable)]
-    _write_csv(
-        stem.with_suffix(".csv"),
-        ["run", "epsilon", *keys],
-        [[p["run"], p["epsilon"], *(p.get(k, "") for k in keys)] for p in usable],
+    _write_csv(stem.with_suffix(".csv"), _CURVE_HEADER, _curve_rows(ordered, drawn))
+    fig, axes = plt.subplots(
+        1, len(panels), figsize=(6.5 * len(panels), 4.6), squeeze=False, sharey=True
     )
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for key, label in (("fid_domain", "domain FID"), ("fid_inception", "Inception FID")):
-        _scatter(left, usable, key, label)
-    for key, label in (("mlp", "MLP accuracy"), ("cnn", "CNN accuracy")):
-        _scatter(right, usable, key, label)
-    left.set_title("sample quality vs privacy", fontsize=9)
-    right.set_title("downstream accuracy vs privacy", fontsize=9)
-    for ax in (left, right):
-        ax.set_xlabel("epsilon (each run's guarantee; threat model, accountant, delta: table)")
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
+    for ax, (key, title) in zip(axes[0], panels, strict=True):
+        _curve_panel(ax, ordered, drawn, key)
+        ax.set_title(title + " vs privacy (train on synthetic, test on real)", fontsize=9)
+    axes[0][0].set_ylabel("accuracy on the evaluation writers")
+    axes[0][0].legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     return _save(fig, stem.with_suffix(".png"))
 
 
-def _scatter(ax: plt.Axes, points: Sequence[dict], key: str, label: str) -> None:
-    chosen = sorted((p["epsilon"], p[key], p["run"]) for p in points if _finite(p.get(key)))
-    if not chosen:
-        return
-    xs, ys, names = zip(*chosen, strict=True)
-    ax.plot(xs, ys, marker="o", linestyle="none", label=label)  # runs are not a series
-    for x, y, name in chosen:
-        ax.annotate(name, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    if max(xs) / max(min(xs), 1e-12) > 100:
+def _curve_rows(points: Sequence[CurvePoint], controls: Sequence[Control]) -> list[list[object]]:
+    """The CSV: every run (private, or non-private with epsilon inf), then every control."""
+    rows: list[list[object]] = [
+        [
+            "run" if _finite(p.epsilon) else "non-private",
+            p.series,
+            p.threat_model,
+            p.run,
+            p.epsilon,
+            _cell(p.cnn),
+            _cell(p.mlp),
+        ]
+        for p in points
+    ]
+    return rows + [["control", "", "", c.name, "", _cell(c.cnn), _cell(c.mlp)] for c in controls]
+
+
+def _cell(value: float | None) -> object:
+    return "" if value is None else value
+
+
+def _curve_panel(
+    ax: plt.Axes, points: Sequence[CurvePoint], controls: Sequence[Control], key: str
+) -> None:
+    """One accuracy panel: a line per series, its no-noise runs as stars at the right edge."""
+    finite = sorted({p.epsilon for p in points if _finite(p.epsilon)})
+    if len(finite) > 1:
         ax.set_xscale("log")
+    edge = _right_edge(finite)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for index, series in enumerate(dict.fromkeys(p.series for p in points)):
+        colour = colours[index % len(colours)]
+        mine = [p for p in points if p.series == series and _finite(getattr(p, key))]
+        private = [(p.epsilon, getattr(p, key)) for p in mine if _finite(p.epsilon)]
+        if private:
+            ax.plot(*zip(*private, strict=True), marker="o", color=colour, label=series)
+        for level in [getattr(p, key) for p in mine if not _finite(p.epsilon)]:
+            ax.plot(
+                edge,
+                level,
+                marker="*",
+                markersize=13,
+                color=colour,
+                linestyle="none",
+                label=f"{series}: {NON_PRIVATE}",
+            )
+            ax.annotate(
+                NON_PRIVATE,
+                (edge, level),
+                fontsize=7,
+                ha="right",
+                xytext=(-6, 5),
+                textcoords="offset points",
+            )
+    for control in controls:
+        _reference(ax, control.name, getattr(control, key))
+    ax.set_ylim(0.0, 1.0)
+    ax.set_xlabel("epsilon of each run's own guarantee (threat model: legend)", fontsize=8)
+    ax.grid(alpha=0.3)
+
+
+def _right_edge(finite: Sequence[float]) -> float:
+    """Where a run without noise is drawn: right of every finite epsilon (x4 on a log axis)."""
+    if not finite:
+        return 1.0
+    return finite[-1] * (4.0 if len(finite) > 1 else 2.0) if finite[-1] > 0 else 1.0
+
+
+def _reference(ax: plt.Axes, name: str, level: float | None) -> None:
+    """A control's accuracy as a dashed level, labelled at the left end of the line."""
+    if not _finite(level):
+        return
+    ax.axhline(level, color="0.45", linestyle="--", linewidth=0.9)
+    ax.annotate(
+        f"{name} ({level:.2f})",
+        (0.01, level),
+        xycoords=("axes fraction", "data"),
+        fontsize=7,
+        color="0.3",
+        xytext=(0, 2),
+        textcoords="offset points",
+    )
 
 
 def gradient_norms(norms: GradNorms, stem: Path) -> Path:

@@ -9,8 +9,10 @@ with the paper's table; it is labelled as such and never replaces the run's guar
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
+from fedgs.algorithms import algorithm
 from fedgs.evaluation.run_files import RunFiles
 from fedgs.privacy.report import epsilon_blocks
 
@@ -135,3 +137,33 @@ def headline(run: RunFiles) -> EpsilonFigure | None:
         if figure.label not in ("no guarantee", VOID) and figure.threat_model != "trusted-sampler":
             return figure
     return None
+
+
+# how figures and legends name the strategies (their run-config names elsewhere)
+STRATEGY_NAMES = {
+    "gswgan": "GS-WGAN",
+    "fedavg-gan": "Fed-Avg GAN",
+    "datalens": "DataLens",
+    "pate-gan": "PATE-GAN",
+}
+
+
+def series_label(strategy: str, threat_model: str) -> str:
+    """A privacy-utility curve's name, e.g. "GS-WGAN (untrusted server)": only runs of one
+    strategy under one threat model have comparable epsilons, so only they share a line."""
+    return f"{STRATEGY_NAMES.get(strategy, strategy)} ({threat_model.replace('-', ' ')})"
+
+
+def curve_epsilon(run: RunFiles) -> tuple[str, float] | None:
+    """(threat model, epsilon) placing the run on a privacy-utility curve: its headline figure,
+    or infinity when it added no noise (noise 0: no finite guarantee under any threat model, the
+    non-private upper bound); None when no epsilon of the run holds."""
+    noise = run.privacy.get("noise_multiplier")
+    if noise is None:
+        noise = run.setting(algorithm(run.strategy).noise_key)
+    if noise is not None and float(noise) == 0.0:
+        return algorithm(run.strategy).threat_model, math.inf
+    figure = headline(run)
+    if figure is None or figure.epsilon is None:
+        return None
+    return figure.threat_model, figure.epsilon

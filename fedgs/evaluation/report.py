@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from fedgs.evaluation import plots
-from fedgs.evaluation.privacy_figures import EpsilonFigure, all_figures, headline
+from fedgs.evaluation.privacy_figures import (
+    EpsilonFigure,
+    all_figures,
+    curve_epsilon,
+    headline,
+    series_label,
+)
 from fedgs.evaluation.quality_table import LEGEND, NOT_BEATING, header, rows_text
 from fedgs.evaluation.run_files import RunFiles
 
@@ -78,8 +84,12 @@ def _evaluation(run: RunFiles) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def _accuracy(evaluation: dict[str, Any] | None, name: str) -> float | None:
-    for row in (evaluation or {}).get("utility", []):
+def _accuracy(evaluation: dict[str, Any], name: str) -> float | None:
+    """The run's downstream accuracy: the instrument's row (always CNN and MLP), else the
+    utility table of an evaluation written before the instrument."""
+    if "quality" in evaluation:
+        return evaluation["quality"]["run"][f"{name}_accuracy"]
+    for row in evaluation.get("utility", []):
         if row["classifier"] == name:
             return row["synthetic_accuracy"]
     return None
@@ -216,14 +226,13 @@ def _comparison(
     figures: Sequence[Sequence[EpsilonFigure]],
     assets: Path,
 ) -> str:
-    rows, points, utilities = [], [], {}
+    rows, utilities = [], {}
     for run, label, run_figures in zip(runs, labels, figures, strict=True):
         evaluation = _evaluation(run)
         scores = _scores(run, evaluation)
         paper = next((f.epsilon for f in run_figures if f.threat_model == "paper"), None)
         guarantee = headline(run)
         epsilon = guarantee.epsilon if guarantee else None
-        mlp, cnn = _accuracy(evaluation, "mlp"), _accuracy(evaluation, "cnn")
         rows.append(
             (
                 label,
@@ -241,24 +250,15 @@ def _comparison(
                 scores.get("label_agreement"),
             )
         )
-        points.append(
-            {
-                "run": label,
-                "epsilon": epsilon,
-                "fid_domain": scores.get("fid_domain"),
-                "fid_inception": scores.get("fid_inception"),
-                "mlp": mlp,
-                "cnn": cnn,
-            }
-        )
         for row in (evaluation or {}).get("utility", []):
             utilities.setdefault(row["classifier"], {})[label] = row["synthetic_accuracy"]
     parts = [
         "<h2>Comparison</h2>",
         '<p class="note">epsilon: each run\'s own guarantee under the strongest threat model it '
         "holds for (GS-WGAN: untrusted server, max over clients; Fed-Avg GAN: trusted server; "
-        "teacher strategies: trusted aggregator); the privacy-utility figure uses it, so runs "
-        "under different threat models are not directly comparable. Paper-compatible: the "
+        "teacher strategies: trusted aggregator); runs under different threat models are not "
+        "directly comparable, so the privacy-utility curve draws one line per strategy and "
+        "threat model, and a run without noise as the non-private bound. Paper-compatible: the "
         "GS-WGAN paper's figure for the setting, for comparison with its tables only.</p>",
         _table(
             (
@@ -285,9 +285,52 @@ def _comparison(
             ((c, *(v.get(n) for n in labels)) for c, v in utilities.items()),
         )
         parts.append("<h3>Downstream accuracy per classifier (synthetic → real)</h3>" + table)
-    if figure := plots.privacy_utility(points, assets / "privacy_utility"):
-        parts.append(_img(figure, "privacy-utility across runs"))
+    parts.append(_curve(runs, labels, assets))
     return "\n".join(parts)
+
+
+def _controls(evaluation: dict[str, Any]) -> list[plots.Control]:
+    return [
+        plots.Control(r["name"], r["cnn_accuracy"], r["mlp_accuracy"])
+        for r in evaluation.get("quality", {}).get("controls", [])
+    ]
+
+
+def _curve(runs: Sequence[RunFiles], labels: Sequence[str], assets: Path) -> str:
+    """The privacy-utility figure and a note naming every run it could not place (no
+    evaluation, no epsilon that holds) and where its control levels come from."""
+    points, controls, notes = [], [], []
+    for run, label in zip(runs, labels, strict=True):
+        evaluation = _evaluation(run)
+        placed = curve_epsilon(run)
+        if evaluation is None:
+            notes.append(f"{label}: not drawn, no fedgs evaluate output.")
+        elif placed is None:
+            notes.append(f"{label}: not drawn, no epsilon of it holds.")
+        else:
+            model, epsilon = placed
+            cnn, mlp = _accuracy(evaluation, "cnn"), _accuracy(evaluation, "mlp")
+            series = series_label(run.strategy, model)
+            points.append(plots.CurvePoint(label, series, model, epsilon, cnn, mlp))
+            notes += _control_note(label, _controls(evaluation), controls)
+            controls = controls or _controls(evaluation)
+    figure = plots.privacy_utility(points, controls, assets / "privacy_utility")
+    parts = ["<h3>Privacy-utility curve</h3>"]
+    if figure:
+        parts.append(_img(figure, "downstream accuracy against each run's epsilon"))
+    if notes:
+        parts.append(f'<p class="note">{"<br>".join(map(_e, notes))}</p>')
+    return "\n".join(parts)
+
+
+def _control_note(label: str, mine: list[plots.Control], drawn: list[plots.Control]) -> list[str]:
+    """Controls are drawn from the first evaluated run; a run scored against other control
+    levels (other writers or instrument settings) is flagged: its point is not comparable."""
+    if not drawn and mine:
+        return [f"control levels: from {label}'s evaluation."]
+    if drawn and mine and mine != drawn:
+        return [f"{label}: its evaluation's controls differ from the drawn ones (not comparable)."]
+    return []
 
 
 def _labels(runs: Sequence[RunFiles]) -> list[str]:

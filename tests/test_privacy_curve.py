@@ -1,0 +1,118 @@
+"""The privacy-utility curve (issue 21, goal 3): one line per strategy and threat model sorted by
+epsilon, the controls as levels, a run without noise as the non-private bound; drawn by
+``fedgs report`` from evaluated runs. Runs and evaluations are files written in-process: nothing
+is trained."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+from evaluation_runs import make_run, without_noise, write_evaluation
+
+from fedgs.evaluation.plots import Control, CurvePoint, privacy_utility
+from fedgs.evaluation.privacy_figures import curve_epsilon, headline
+from fedgs.evaluation.report import write_report
+from fedgs.evaluation.run_files import RunFiles
+
+CONTROLS = {
+    "real training writers": 0.94,
+    "lookup k=1": 0.40,
+    "lookup k=5": 0.62,
+    "untrained generator": 0.12,
+    "flat grey": 0.11,
+}
+GSWGAN = "GS-WGAN (untrusted server)"
+FEDAVG = "Fed-Avg GAN (trusted server)"
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_curve_csv_is_one_sorted_series_per_strategy_with_controls(tmp_path: Path) -> None:
+    points = [
+        CurvePoint("g-big", GSWGAN, "untrusted-server", 1000.0, 0.30, 0.25),
+        CurvePoint("f-none", FEDAVG, "trusted-server", math.inf, 0.70, 0.60),
+        CurvePoint("g-small", GSWGAN, "untrusted-server", 10.0, 0.20, 0.15),
+        CurvePoint("f-mid", FEDAVG, "trusted-server", 50.0, 0.10, None),
+    ]
+    controls = [Control(n, a, a) for n, a in CONTROLS.items()]
+    assert privacy_utility(points, controls, tmp_path / "curve") == tmp_path / "curve.png"
+    assert (tmp_path / "curve.png").stat().st_size > 0
+    rows = _csv(tmp_path / "curve.csv")
+    runs = [(r["kind"], r["series"], r["name"], r["epsilon"]) for r in rows[:4]]
+    assert runs == [
+        ("run", FEDAVG, "f-mid", "50.0"),
+        ("non-private", FEDAVG, "f-none", "inf"),
+        ("run", GSWGAN, "g-small", "10.0"),
+        ("run", GSWGAN, "g-big", "1000.0"),
+    ]
+    assert rows[0]["mlp"] == "" and rows[1]["cnn"] == "0.7"
+    levels = {r["name"]: float(r["cnn"]) for r in rows[4:] if r["kind"] == "control"}
+    assert levels == {n: a for n, a in CONTROLS.items() if n != "flat grey"}
+
+
+def test_no_accuracy_draws_nothing(tmp_path: Path) -> None:
+    point = CurvePoint("g", GSWGAN, "untrusted-server", 3.0, None, None)
+    assert privacy_utility([point], [], tmp_path / "curve") is None
+    assert not (tmp_path / "curve.csv").exists()
+
+
+def test_a_run_without_noise_has_infinite_epsilon(tmp_path: Path) -> None:
+    run = RunFiles.open(without_noise(make_run(tmp_path / "fedavg", "fedavg-gan")))
+    assert run.privacy["noise_multiplier"] == 0.0
+    assert headline(run).epsilon == math.inf  # privacy.json holds Infinity
+    assert curve_epsilon(run) == ("trusted-server", math.inf)
+    noisy = RunFiles.open(make_run(tmp_path / "gswgan", "simulate"))
+    assert curve_epsilon(noisy) == ("untrusted-server", headline(noisy).epsilon)
+
+
+def _scale_epsilon(run: Path, factor: float) -> Path:
+    """The same run with a larger untrusted-server epsilon (as if it had run longer)."""
+    path = run / "privacy.json"
+    privacy = json.loads(path.read_text())
+    privacy["untrusted_server"]["epsilon"] *= factor
+    path.write_text(json.dumps(privacy))
+    return run
+
+
+def test_report_draws_the_curve_and_names_the_runs_it_skips(tmp_path: Path) -> None:
+    small = make_run(tmp_path / "g-small", "simulate")
+    big = _scale_epsilon(make_run(tmp_path / "g-big", "simulate"), 10.0)
+    free = without_noise(make_run(tmp_path / "f-free", "fedavg-gan"))
+    bare = make_run(tmp_path / "g-bare", "simulate")  # never evaluated
+    for run, cnn in ((small, 0.2), (big, 0.3), (free, 0.8)):
+        write_evaluation(run, cnn, cnn - 0.1, CONTROLS)
+    out = tmp_path / "report.html"
+    write_report([big, bare, free, small], out)
+    page = out.read_text(encoding="utf-8")
+    assert "g-bare: not drawn, no fedgs evaluate output." in page
+    assert "Privacy-utility curve" in page and "control levels: from g-big" in page
+    rows = _csv(tmp_path / "report_files" / "privacy_utility.csv")
+    runs = [(r["kind"], r["series"], r["name"], float(r["cnn"])) for r in rows if r["series"]]
+    assert runs == [
+        ("non-private", FEDAVG, "f-free", 0.8),
+        ("run", GSWGAN, "g-small", 0.2),
+        ("run", GSWGAN, "g-big", 0.3),
+    ]
+    epsilons = {r["name"]: float(r["epsilon"]) for r in rows if r["series"]}
+    assert epsilons["g-big"] == pytest.approx(10 * epsilons["g-small"])
+    assert math.isinf(epsilons["f-free"])
+    assert {r["name"]: float(r["mlp"]) for r in rows if r["kind"] == "control"} == {
+        n: a for n, a in CONTROLS.items() if n != "flat grey"
+    }
+
+
+def test_report_flags_a_run_scored_against_other_controls(tmp_path: Path) -> None:
+    first = make_run(tmp_path / "first", "simulate")
+    other = make_run(tmp_path / "other", "simulate")
+    write_evaluation(first, 0.2, 0.1, CONTROLS)
+    write_evaluation(other, 0.3, 0.2, CONTROLS | {"lookup k=5": 0.5})
+    write_report([first, other], tmp_path / "report.html")
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "other: its evaluation&#x27;s controls differ from the drawn ones" in page
