@@ -7,8 +7,11 @@ threat model. The table is what benchmarks/RESULTS.md quotes.
 
 Usage: python benchmarks/score_run.py [RUN_DIR ...] [--clients N] [--samples 10000]
        [--feature-samples 2000] [--epochs 5] [--no-controls] [--rows EARLIER.json ...]
-       [--json rows.json]
-Prints the markdown table; --json also writes every row (per-class figures included).
+       [--json rows.json] [--curve curve.png]
+Prints the markdown table; --json also writes every row (per-class figures included): a run's
+row carries its epsilon as text and as numbers (epsilon_value, inf for a run without noise;
+threat_model; strategy). --curve draws the privacy-utility figure of every row (runs, controls,
+--rows files) with `fedgs report`'s plotting function, PNG and CSV side by side.
 --no-controls scores the runs only and --rows adds the rows of earlier --json files, so runs
 scored in batches (and one scoring of the controls) make one table; an earlier file whose
 instrument record differs from this invocation's is refused.
@@ -18,21 +21,52 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from fedgs.data import load_federated
 from fedgs.evaluation.generator_loader import load_generator
 from fedgs.evaluation.instrument import Instrument, InstrumentOptions
-from fedgs.evaluation.privacy_figures import headline
+from fedgs.evaluation.plots import Control, CurvePoint, privacy_utility
+from fedgs.evaluation.privacy_figures import curve_epsilon, headline, series_label
 from fedgs.evaluation.quality_table import markdown
 from fedgs.evaluation.run_files import RunFiles
 
+CONTROL = "— (control)"  # a control row's epsilon text
 
-def epsilon_text(run_dir: str) -> str:
-    figure = headline(RunFiles.open(run_dir))
+
+def epsilon_text(run: RunFiles) -> str:
+    figure = headline(run)
     if figure is None or figure.epsilon is None:
         return "none"
     return f"{figure.epsilon:.4g} ({figure.threat_model}, {figure.accountant}, δ {figure.delta:g})"
+
+
+def privacy_fields(run_dir: str) -> dict:
+    """A run row's privacy columns: the text the table prints and the numbers --curve places
+    the run by (epsilon_value None when no epsilon of the run holds, inf without noise)."""
+    run = RunFiles.open(run_dir)
+    placed = curve_epsilon(run)
+    model, value = placed if placed else (None, None)
+    text = "∞ (no noise: non-private)" if value == math.inf else epsilon_text(run)
+    fields = {"epsilon": text, "epsilon_value": value, "threat_model": model}
+    return fields | {"strategy": run.strategy}
+
+
+def curve(rows: list[dict], out: Path) -> Path | None:
+    """--curve: the privacy-utility figure of ``rows``; a run row without a numeric epsilon
+    (none holds, or an --rows file written before rows carried one) is left out, said so."""
+    points, controls = [], []
+    for row in rows:
+        if row["epsilon"] == CONTROL:
+            controls.append(Control(row["name"], row["cnn_accuracy"], row["mlp_accuracy"]))
+        elif row.get("epsilon_value") is None:
+            print(f"--curve: {row['name']} left out (no numeric epsilon)", flush=True)
+        else:
+            series = series_label(row["strategy"], row["threat_model"])
+            point = (row["epsilon_value"], row["cnn_accuracy"], row["mlp_accuracy"])
+            points.append(CurvePoint(row["name"], series, row["threat_model"], *point))
+    return privacy_utility(points, controls, out.with_suffix(""))
 
 
 def earlier_rows(path: Path, record: dict) -> list[dict]:
@@ -56,6 +90,7 @@ def main() -> None:
     p.add_argument("--no-controls", action="store_true", help="score the runs only")
     p.add_argument("--rows", type=Path, nargs="+", default=[], help="earlier --json files")
     p.add_argument("--json", type=Path, help="write every row here")
+    p.add_argument("--curve", type=Path, help="draw the privacy-utility figure here (PNG)")
     a = p.parse_args()
     dataset = load_federated("femnist", a.data_dir, labels="digits", num_clients=a.clients or None)
     instrument = Instrument(dataset, InstrumentOptions(a.samples, a.feature_samples, a.epochs))
@@ -64,14 +99,16 @@ def main() -> None:
     for run_dir in a.run_dirs:
         loaded = load_generator(run_dir)
         row = instrument.score(Path(run_dir).name, loaded.sample).row
-        rows.append(row | {"epsilon": epsilon_text(run_dir)})
+        rows.append(row | privacy_fields(run_dir))
         print(json.dumps(rows[-1]), flush=True)
     for score in [] if a.no_controls else instrument.controls():
-        rows.append(score.row | {"epsilon": "— (control)"})
+        rows.append(score.row | {"epsilon": CONTROL})
         print(json.dumps(rows[-1]), flush=True)
     if a.json:
         a.json.write_text(json.dumps({"instrument": instrument.record(), "rows": rows}, indent=1))
     print(markdown(rows, extra=("epsilon",)))
+    if a.curve:
+        print(f"--curve: {curve(rows, a.curve) or 'nothing to draw (no run with an epsilon)'}")
 
 
 if __name__ == "__main__":

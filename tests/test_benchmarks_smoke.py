@@ -104,8 +104,9 @@ def test_score_run(tmp_path: Path) -> None:
     run_rows, rows = tmp_path / "run_rows.json", tmp_path / "rows.json"
     _run("score_run.py", str(run), *instrument, "--samples", "200", "--no-controls",
          "--json", str(run_rows), timeout=900)  # fmt: skip
+    curve = tmp_path / "curve.png"
     out = _run("score_run.py", *instrument, "--samples", "200", "--rows", str(run_rows),
-               "--json", str(rows), timeout=900)  # fmt: skip
+               "--json", str(rows), "--curve", str(curve), timeout=900)  # fmt: skip
     other = subprocess.run(
         [sys.executable, str(BENCHMARKS / "score_run.py"), *instrument, "--samples", "300",
          "--no-controls", "--rows", str(run_rows)],
@@ -118,5 +119,11 @@ def test_score_run(tmp_path: Path) -> None:
                      "untrained generator", "flat grey"]  # fmt: skip
     assert result["instrument"]["split"]["clients"] == 3
     assert result["rows"][0]["epsilon"] != "none"  # with its threat model and accountant
+    run_row = result["rows"][0]
+    assert run_row["epsilon_value"] > 0 and run_row["threat_model"] == "untrusted-server"
+    assert run_row["strategy"] == "gswgan" and curve.stat().st_size > 0
+    drawn = curve.with_suffix(".csv").read_text().splitlines()
+    assert drawn[1].startswith("run,GS-WGAN (untrusted server),untrusted-server,run,")
+    assert sum(line.startswith("control,") for line in drawn) == 4
     assert len(result["rows"][0]["coverage_per_class"]) == 10
     assert "| run |" in out and "bars passed" in out

@@ -1,11 +1,12 @@
 """The privacy-utility curve (issue 21, goal 3): one line per strategy and threat model sorted by
 epsilon, the controls as levels, a run without noise as the non-private bound; drawn by
-``fedgs report`` from evaluated runs. Runs and evaluations are files written in-process: nothing
-is trained."""
+``fedgs report`` from evaluated runs and by benchmarks/score_run.py from its rows, with one
+plotting function. Runs and evaluations are files written in-process: nothing is trained."""
 
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -32,6 +33,14 @@ FEDAVG = "Fed-Avg GAN (trusted server)"
 def _csv(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as handle:
         return list(csv.DictReader(handle))
+
+
+def _score_run():
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "score_run.py"
+    spec = importlib.util.spec_from_file_location("score_run", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_curve_csv_is_one_sorted_series_per_strategy_with_controls(tmp_path: Path) -> None:
@@ -116,3 +125,39 @@ def test_report_flags_a_run_scored_against_other_controls(tmp_path: Path) -> Non
     write_report([first, other], tmp_path / "report.html")
     page = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "other: its evaluation&#x27;s controls differ from the drawn ones" in page
+
+
+def test_score_run_rows_carry_numbers_and_draw_the_same_curve(tmp_path: Path, capsys) -> None:
+    score_run = _score_run()
+    run = make_run(tmp_path / "gswgan", "simulate")
+    fields = score_run.privacy_fields(str(run))
+    figure = headline(RunFiles.open(run))
+    assert fields["epsilon_value"] == figure.epsilon and math.isfinite(fields["epsilon_value"])
+    assert (fields["threat_model"], fields["strategy"]) == ("untrusted-server", "gswgan")
+    assert fields["epsilon"].startswith(f"{figure.epsilon:.4g} (untrusted-server")
+    free = score_run.privacy_fields(str(without_noise(make_run(tmp_path / "f", "fedavg-gan"))))
+    assert free["epsilon_value"] == math.inf and free["strategy"] == "fedavg-gan"
+    # rows as --json writes and --rows reads them, with an older run row lacking the numbers
+    rows = [
+        {"name": "gswgan", "cnn_accuracy": 0.3, "mlp_accuracy": 0.2} | fields,
+        {"name": "f", "cnn_accuracy": 0.8, "mlp_accuracy": 0.7} | free,
+        {"name": "old", "cnn_accuracy": 0.5, "mlp_accuracy": 0.4, "epsilon": "12 (...)"},
+        *(
+            {"name": n, "cnn_accuracy": a, "mlp_accuracy": a, "epsilon": score_run.CONTROL}
+            for n, a in CONTROLS.items()
+        ),
+    ]
+    rows = json.loads(json.dumps(rows))
+    assert score_run.curve(rows, tmp_path / "curve.png") == tmp_path / "curve.png"
+    assert "old left out (no numeric epsilon)" in capsys.readouterr().out
+    drawn = _csv(tmp_path / "curve.csv")
+    assert [(r["kind"], r["series"], r["name"]) for r in drawn if r["series"]] == [
+        ("non-private", FEDAVG, "f"),
+        ("run", GSWGAN, "gswgan"),
+    ]
+    assert [r["name"] for r in drawn if r["kind"] == "control"] == [
+        "real training writers",
+        "lookup k=5",
+        "lookup k=1",
+        "untrained generator",
+    ]
