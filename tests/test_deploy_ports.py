@@ -7,6 +7,7 @@ the locks, launchers probing at the same moment would pick the same free ports.
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import signal
@@ -14,12 +15,14 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from deploy_support import live_processes_of
 
 from fedgs.deploy import ports, topology
-from fedgs.deploy.launcher import HOST, free_port
+from fedgs.deploy.launcher import HOST, DeploymentError, LocalDeployment, LocalOptions, free_port
 
 INSECURE = topology.Security(tls=False, node_auth=False)
 
@@ -249,3 +252,62 @@ def test_the_superlink_on_a_busy_port_says_which(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert f"cannot listen on {HOST}:{port}: address already in use" in done.stderr
     assert ports.taken_port(done.stderr) == port
+
+
+# --- the launcher -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def intruder(monkeypatch: pytest.MonkeyPatch) -> Iterator[set[int]]:
+    """Another program listens on the ports of the reservations whose numbers (1, 2, ... in
+    the order the launcher reserves) the test adds, right after the launcher reserved them."""
+    taking: set[int] = set()
+    taken: list[socket.socket] = []
+    original = ports.PortReservation.reserve
+    calls = itertools.count(1)
+
+    def reserve(self: ports.PortReservation) -> int:
+        port = original(self)
+        if next(calls) in taking or 0 in taking:
+            taken.append(_listening(port))
+        return port
+
+    monkeypatch.setattr(ports.PortReservation, "reserve", reserve)
+    yield taking
+    for sock in taken:
+        sock.close()
+
+
+@pytest.mark.slow
+def test_the_launcher_moves_a_process_whose_port_was_taken(
+    tmp_path: Path, locks: Path, intruder: set[int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    intruder.update({1, 3})  # the Fleet API's port and the SuperNode's
+    out = tmp_path / "deployment"
+    with LocalDeployment(out, LocalOptions(nodes=1, security=INSECURE, warm=False)) as d:
+        assert len(d.wait_for_nodes(1)) == 1
+        assert ports.is_free(HOST, d.port) is False  # its own listeners now
+        held = {d.port, d.private_port, *d.node_ports}
+        assert {int(p.stem) for p in locks.glob("*.lock")} == held
+    err = capsys.readouterr().err
+    assert "superlink could not listen on 127.0.0.1:" in err and "start 2 of at most 3" in err
+    assert "supernode-0 could not listen on 127.0.0.1:" in err
+    assert list(locks.iterdir()) == []  # every reservation released
+    assert live_processes_of(out) == []
+
+
+@pytest.mark.slow
+def test_the_launcher_names_the_port_when_every_start_fails(
+    tmp_path: Path, locks: Path, intruder: set[int]
+) -> None:
+    intruder.add(0)  # every port the launcher reserves
+    out = tmp_path / "deployment"
+    deployment = LocalDeployment(out, LocalOptions(nodes=1, security=INSECURE, warm=False))
+    with pytest.raises(DeploymentError) as failed:
+        with deployment:
+            pass
+    message = str(failed.value).splitlines()[0]
+    assert f"superlink could not listen on 127.0.0.1:{deployment.port}" in message
+    assert "address already in use" in message and "3 starts" in message
+    assert list(locks.iterdir()) == []
+    assert live_processes_of(out) == []
