@@ -244,7 +244,7 @@ def test_the_superlink_on_a_busy_port_says_which(tmp_path: Path) -> None:
             private=(HOST, port),
             security=INSECURE,
             tls=None,
-            database=":flwr-in-memory-state:",
+            database=":flwr-in-memory:",  # Flower's in-memory database: no file
             superexec_secret=_secret(tmp_path),
             python=sys.executable,
         )
