@@ -4,6 +4,7 @@ generator steps, progress streamed, every process gone afterwards; Ctrl-C stops 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from deploy_support import SMALL, live_processes_of, rows, wait_for
 
-from fedgs.deploy import topology
+from fedgs.deploy import ports, topology
 from fedgs.deploy.launcher import LocalDeployment, LocalOptions
 
 pytestmark = pytest.mark.slow
@@ -70,18 +71,22 @@ def test_three_supernodes_with_tls_and_authentication_end_to_end(tmp_path: Path)
 
 def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     out = tmp_path / "deployment"
+    locks = tmp_path / "port-locks"
     launcher = subprocess.Popen(
         _command(out, steps=200),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        env={**os.environ, ports.LOCK_DIR_ENV: str(locks)},
     )
     try:
         wait_for(lambda: rows(out / "run") or launcher.poll() is not None, "the first step")
         assert launcher.poll() is None, "the launcher ended before it could be interrupted"
         assert len(live_processes_of(out)) >= 8  # SuperLink, 2+2x3 SuperExecs/SuperNodes, apps
+        assert len(list(locks.glob("*.lock"))) == 5  # SuperLink's 2 ports, 1 per node
         launcher.send_signal(signal.SIGINT)  # what Ctrl-C sends (to the launcher only: own session)
         assert launcher.wait(timeout=120) == 130
+        assert list(locks.iterdir()) == []  # its port reservations went with it
     finally:
         if launcher.poll() is None:
             launcher.kill()

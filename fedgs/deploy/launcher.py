@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import TextIO
 
 import tomli_w
 
-from fedgs.deploy import control, processes, topology
+from fedgs.deploy import control, ports, processes, topology
 from fedgs.deploy.app_bundle import PLAIN, PROMPT, fab_hash, write_allowlist, write_app
 from fedgs.deploy.certs import (
     NodeKeys,
@@ -39,6 +40,8 @@ STARTUP_TIMEOUT = 180.0
 NODE_STOP_GRACE = 10.0
 ACTIVATED = "SuperNode ID:"  # what a SuperNode logs once the SuperLink accepted it
 STALE_NODE = "Failed to activate SuperNode"
+SUPERLINK_READY = "Control and runtime APIs only on"  # fedgs.deploy.superlink, both sockets bound
+PORT_ATTEMPTS = 3  # starts of a component on fresh ports when its port was taken meanwhile
 
 
 @dataclass(frozen=True)
@@ -69,9 +72,14 @@ class LocalOptions:
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return int(probe.getsockname()[1])
+    """A port free now and not reserved by any fedgs launcher; nothing keeps it free (tests
+    use it for a process of their own). A deployment reserves its ports
+    (fedgs.deploy.ports)."""
+    reservation = ports.PortReservation(HOST)
+    try:
+        return reservation.reserve()
+    finally:
+        reservation.release_all()
 
 
 STARTED = re.compile(r"Successfully started run (\d+)")
@@ -104,9 +112,15 @@ class LocalDeployment:
             raise ValueError(f"a deployment needs at least one SuperNode, got {self.options.nodes}")
         self.out = out.resolve()
         self.marker = uuid.uuid4().hex
-        self.port = free_port()  # public: the Fleet API, what SuperNodes dial
-        self.private_port = free_port()  # the Control and ServerApp runtime APIs
-        self.node_ports = [free_port() for _ in range(self.options.nodes)]
+        # Every port stays reserved until stop(): no other fedgs launcher on this host takes
+        # one meanwhile (fedgs.deploy.ports); one another program takes is replaced at start.
+        ports.sweep()  # lock files of launchers that were killed
+        self._ports = ports.PortReservation(HOST)
+        weakref.finalize(self, self._ports.release_all)  # a deployment never started or stopped
+        self.port = self._ports.reserve()  # public: the Fleet API, what SuperNodes dial
+        self.private_port = self._ports.reserve()  # the Control and ServerApp runtime APIs
+        self.node_ports = [self._ports.reserve() for _ in range(self.options.nodes)]
+        self._port_attempts: dict[str, int] = {}
         self.tls = TlsFiles.under(self.out / "certs")
         self.components: dict[str, processes.Component] = {}
         self._runs = 0
@@ -230,10 +244,13 @@ class LocalDeployment:
             self.state_dir(partition_id).mkdir(parents=True, exist_ok=True)
             ensure_secret(self.node_dir(partition_id) / "superexec.secret")
             write_allowlist(self.allowlist(partition_id), {digest: str(app)})
+        self._write_flwr_home()
+
+    def _write_flwr_home(self) -> None:
         control.write_flwr_home(
             self.out / "flwr-home",
             self.private_address,
-            self.tls.ca_cert if security.tls else None,
+            self.tls.ca_cert if self.options.security.tls else None,
         )
 
     def allow_app(self, app: Path) -> str:
@@ -254,7 +271,7 @@ class LocalDeployment:
 
     def start(self) -> None:
         self.prepare()
-        self._wait_for_port(self.start_component(topology.SUPERLINK))
+        self._start_superlink()
         self.start_component(topology.SERVERAPP_EXECUTOR)
         if self.options.security.node_auth:
             for partition_id in range(self.options.nodes):
@@ -280,20 +297,69 @@ class LocalDeployment:
             component.signal_group(signum)
             component.process.wait(timeout=30)
 
-    def _wait_for_port(self, component: processes.Component) -> None:
+    def _start_superlink(self) -> None:
+        """Start the SuperLink and wait until it serves; a port of its that something else
+        took since it was reserved is replaced and the SuperLink started again."""
+        while True:
+            component = self.start_component(topology.SUPERLINK)
+            taken = self._wait_for_superlink(component)
+            if taken is None:
+                return
+            own = (self.port, self.private_port)
+            failure = self._count_port_failure(component, taken, own)
+            if taken in (0, self.port):
+                self.port = self._ports.replace(self.port)
+            if taken in (0, self.private_port):
+                self.private_port = self._ports.replace(self.private_port)
+                self._write_flwr_home()  # where `flwr` finds the Control API
+            _say_restart(failure, own, (self.port, self.private_port))
+
+    def _wait_for_superlink(self, component: processes.Component) -> int | None:
+        """None once the SuperLink serves on its own sockets (it logged that it bound both and
+        the private one answers); the port it found in use if it could not bind one."""
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while True:
             if not component.alive():
+                taken = ports.taken_port(component.output())
+                if taken is not None:
+                    return taken
                 raise DeploymentError(
                     f"{component.name} exited ({component.process.returncode}); "
                     f"log {component.log}:\n{_tail(component.log)}"
                 )
-            with socket.socket() as probe:
-                if probe.connect_ex((HOST, self.private_port)) == 0:
-                    return
+            if SUPERLINK_READY in component.output():
+                with socket.socket() as probe:
+                    if probe.connect_ex((HOST, self.private_port)) == 0:
+                        return None
             if time.monotonic() > deadline:
                 raise DeploymentError(f"{component.name} did not listen on {self.private_address}")
             time.sleep(0.2)
+
+    def _count_port_failure(
+        self, component: processes.Component, taken: int, own: tuple[int, ...]
+    ) -> str:
+        """``component`` could not bind ``taken`` (0: a port it did not name; ``own``: its
+        ports): fails, naming the port, if that is not its port or PORT_ATTEMPTS starts have
+        now failed so; else says so (the caller replaces the port and starts it again)."""
+        named = f"{HOST}:{taken}" if taken else "one of " + ", ".join(f"{HOST}:{p}" for p in own)
+        if taken not in (0, *own):
+            raise DeploymentError(
+                f"{component.name} could not listen on {named}, not a port of its own; "
+                f"log {component.log}:\n{_tail(component.log)}"
+            )
+        attempts = self._port_attempts[component.name] = (
+            self._port_attempts.get(component.name, 0) + 1
+        )
+        if attempts >= PORT_ATTEMPTS:
+            raise DeploymentError(
+                f"{component.name} could not listen on {named}: address already in use "
+                f"(another program took the port after fedgs reserved it; {attempts} starts, "
+                f"each on fresh ports, failed so); log {component.log}:\n{_tail(component.log)}"
+            )
+        return (
+            f"{component.name} could not listen on {named}: address already in use (another "
+            f"program took it); start {attempts + 1} of at most {PORT_ATTEMPTS}"
+        )
 
     def wait_for_nodes(self, count: int, timeout: float = STARTUP_TIMEOUT) -> list[int]:
         """Wait until ``count`` SuperNodes are online at the SuperLink and every SuperNode of
@@ -313,19 +379,33 @@ class LocalDeployment:
             time.sleep(0.5)
 
     def _node_names(self) -> list[str]:
-        return [
-            topology.node_name(i)
+        return list(self._node_names_by_id())
+
+    def _node_names_by_id(self) -> dict[str, int]:
+        """Started SuperNodes' names, each with its partition id."""
+        return {
+            topology.node_name(i): i
             for i in range(self.options.nodes)
             if topology.node_name(i) in self.components
-        ]
+        }
 
     def _restart_refused_nodes(self) -> None:
         for name, component in list(self.components.items()):
-            if component.alive():
-                continue
+            if component.alive() or self.components.get(name) is not component:
+                continue  # running, or replaced meanwhile (a node moved to another port)
             if name in self._node_names() and STALE_NODE in component.output():
                 time.sleep(5)  # the stale entry expires on the SuperLink's clock
                 self.start_component(name)
+                continue
+            taken = ports.taken_port(component.output())
+            if name in self._node_names() and taken is not None:
+                partition_id = self._node_names_by_id()[name]
+                old = self.node_ports[partition_id]
+                failure = self._count_port_failure(component, taken, (old,))
+                self.kill_node(partition_id)  # its SuperExec too: it dials the old port
+                self.node_ports[partition_id] = self._ports.replace(old)
+                self.start_node(partition_id)
+                _say_restart(failure, (old,), (self.node_ports[partition_id],))
                 continue
             raise DeploymentError(
                 f"{name} exited ({component.process.returncode}); log {component.log}:\n"
@@ -346,6 +426,7 @@ class LocalDeployment:
                 time.sleep(0.1)
             return processes.stop(list(reversed(self.components.values())), self.marker)
         finally:
+            self._ports.release_all()  # every process that used them is gone
             signal.signal(signal.SIGINT, previous)
 
     # --- runs ---------------------------------------------------------------------------------
@@ -414,6 +495,12 @@ class LocalDeployment:
             return RunResult(None, "not started", f"`flwr run` exited {flwr_run.returncode}")
         run_id = int(started.group(1))
         return RunResult(run_id, *control.run_status(run_id, self.env()))
+
+
+def _say_restart(failure: str, before: tuple[int, ...], after: tuple[int, ...]) -> None:
+    pairs = zip(before, after, strict=True)
+    moved = ", ".join(f"{old} -> {new}" for old, new in pairs if old != new)
+    print(f"fedgs deploy: {failure}, on port(s) {moved}", file=sys.stderr, flush=True)
 
 
 def _tail(path: Path, chars: int = 3000) -> str:

@@ -16,6 +16,7 @@ machine reaches. A request for a private route on the public socket gets 403 and
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import json
 import logging
@@ -76,10 +77,18 @@ class PrivateRoutesGate:
 
 
 def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``; a port in use ends the process with a line naming
+    it (what fedgs.deploy.ports.taken_port reads)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host.strip("[]"), port))
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as error:
+        sock.close()
+        if error.errno == errno.EADDRINUSE:
+            sys.exit(f"fedgs: cannot listen on {host}:{port}: address already in use")
+        raise
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
