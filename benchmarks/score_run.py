@@ -25,12 +25,17 @@ import math
 from pathlib import Path
 
 from fedgs.data import load_federated
+from fedgs.data.public_digits import cached_digits
 from fedgs.evaluation.generator_loader import load_generator
 from fedgs.evaluation.instrument import Instrument, InstrumentOptions
 from fedgs.evaluation.plots import Control, CurvePoint, privacy_utility
 from fedgs.evaluation.privacy_figures import curve_epsilon, headline, series_label
 from fedgs.evaluation.quality_table import markdown
 from fedgs.evaluation.run_files import RunFiles
+from fedgs.metrics.controls import real_sampler
+from fedgs.training.public_pretraining import PUBLIC_IMAGES
+
+PUBLIC_CONTROL = "public font digits"
 
 CONTROL = "— (control)"  # a control row's epsilon text
 
@@ -88,6 +93,12 @@ def main() -> None:
     p.add_argument("--feature-samples", type=int, default=2_000)
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--no-controls", action="store_true", help="score the runs only")
+    p.add_argument(
+        "--public-control",
+        action="store_true",
+        help="also score the public font digits that --public-pretrain-steps trains G on: what "
+        "public data alone reaches, for runs that used it",
+    )
     p.add_argument("--rows", type=Path, nargs="+", default=[], help="earlier --json files")
     p.add_argument("--json", type=Path, help="write every row here")
     p.add_argument("--curve", type=Path, help="draw the privacy-utility figure here (PNG)")
@@ -103,6 +114,10 @@ def main() -> None:
         print(json.dumps(rows[-1]), flush=True)
     for score in [] if a.no_controls else instrument.controls():
         rows.append(score.row | {"epsilon": CONTROL})
+        print(json.dumps(rows[-1]), flush=True)
+    if a.public_control:
+        public = real_sampler(*cached_digits(PUBLIC_IMAGES), dataset.num_classes)
+        rows.append(instrument.score(PUBLIC_CONTROL, public).row | {"epsilon": CONTROL})
         print(json.dumps(rows[-1]), flush=True)
     if a.json:
         a.json.write_text(json.dumps({"instrument": instrument.record(), "rows": rows}, indent=1))

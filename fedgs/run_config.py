@@ -71,6 +71,14 @@ class RunConfig:
         default=20,
         metadata={"help": "non-private critic pre-training steps per client (no privacy cost)"},
     )
+    public_pretrain_steps: int = field(
+        default=0,
+        metadata={
+            "help": "gswgan: steps of non-private pre-training of G on the server on digits "
+            "rendered from matplotlib's fonts (public data, no client data, no privacy cost; "
+            "recorded in privacy.json as public_data); 0 = off"
+        },
+    )
     clients_per_step: int = field(
         default=1, metadata={"help": "clients queried per generator step (m)"}
     )
@@ -278,6 +286,12 @@ class RunConfig:
             raise ValueError(f"max-unanswered-steps must be >= 0, got {self.max_unanswered_steps}")
         if self.max_minutes < 0:
             raise ValueError(f"max-minutes must be >= 0, got {self.max_minutes}")
+        if self.public_pretrain_steps < 0:
+            raise ValueError(f"public-pretrain-steps must be >= 0, got {self.public_pretrain_steps}")
+        if self.public_pretrain_steps > 0 and self.strategy != "gswgan":
+            raise ValueError(
+                f"public-pretrain-steps is implemented for gswgan only, not {self.strategy!r}"
+            )
         if self.sampling_seed < -1:
             raise ValueError(
                 f"sampling-seed must be -1 (secret) or a seed >= 0, got {self.sampling_seed}"

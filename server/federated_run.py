@@ -106,6 +106,10 @@ class FederatedRun(ABC):
         """Images of the given labels from the generator the run reports on."""
         return self.trainer.sample(labels)
 
+    def prepare_generator(self) -> None:
+        """Server-side work on G before the first private step of a new run (not on resume:
+        the checkpoint holds its result). Default: none."""
+
     @abstractmethod
     def prepare_clients(self, grid: Grid) -> None:
         """Anything clients must do before the first step (GS-WGAN: warm start)."""
@@ -215,6 +219,7 @@ class FederatedRun(ABC):
                 self.out.config_json,
                 c.to_user_config() | {"num_nodes": len(list(grid.get_node_ids()))},
             )
+            self.prepare_generator()
         self.prepare_clients(grid)
         if self.evaluator is not None:
             self.initial_scores = self.evaluator.score(self.sample)

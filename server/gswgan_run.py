@@ -16,6 +16,7 @@ from fedgs.server.federated_run import METRIC_COLUMNS, FederatedRun, wait_for_no
 from fedgs.server.gswgan_strategy import GSWGANStrategy
 from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
+from fedgs.training.public_pretraining import pretrain_on_public_digits, public_data_record
 
 
 class GSWGANRun(FederatedRun):
@@ -50,6 +51,12 @@ class GSWGANRun(FederatedRun):
             self.identities,
         )
 
+    def prepare_generator(self) -> None:
+        steps = self.config.public_pretrain_steps
+        if steps > 0:
+            done = pretrain_on_public_digits(self.trainer, steps, seed=self.config.seed)
+            self.out.write_json(self.out.root / "public_pretraining.json", done.to_dict())
+
     def prepare_clients(self, grid: Grid) -> None:
         c = self.config
         wait_for_nodes(grid, max(c.min_nodes, c.clients_per_step), c.reply_timeout)
@@ -80,7 +87,8 @@ class GSWGANRun(FederatedRun):
                 "steps": self.step,
                 "noise_multiplier": c.noise_multiplier,
                 "batch_size": c.batch_size,
-            },
+            }
+            | public_data_record(c.public_pretrain_steps),
         )
         # the trusted-sampler figure costs ~0.2 s (subsampled RDP): computed at checkpoints
         return {"epsilon_trusted_sampler": report["trusted_sampler"]["epsilon"]}

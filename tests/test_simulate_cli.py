@@ -218,3 +218,28 @@ def test_warm_start_that_leaves_no_client_warm_stops_the_run(tmp_path: Path) -> 
     assert "warm start: none of 6 clients answered; first client error: node" in done.stdout
     assert done.stdout.count("first client error") == 1
     assert not (run_dir / "metrics.csv").exists()  # no step ran on nobody's answers
+
+
+def test_public_pretraining_is_recorded_with_the_run(tmp_path: Path) -> None:
+    """--public-pretrain-steps: the server pre-trains G before any query, and privacy.json, the
+    summary and public_pretraining.json say so (a pre-filled cache skips the minute of rendering)."""
+    from fedgs.data.public_digits import RENDER_VERSION, render_digits
+    from fedgs.training.public_pretraining import PUBLIC_IMAGES
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    torch.save(render_digits(40), cache / f"public_digits-v{RENDER_VERSION}-{PUBLIC_IMAGES}-0.pt")
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        _command(run_dir, "--steps", "2", "--eval-every", "0", "--public-pretrain-steps", "3"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=os.environ | {"FEDGS_CACHE": str(cache)},
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "public data: G pre-trained for 3 steps" in done.stdout
+    privacy = json.loads((run_dir / "privacy.json").read_text())
+    assert privacy["public_data"]["pretrain_steps"] == 3 and privacy["queries"]["total"] == 2
+    phase = json.loads((run_dir / "public_pretraining.json").read_text())
+    assert phase["steps"] == 3 and phase["images"] == 40

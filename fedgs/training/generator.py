@@ -51,6 +51,16 @@ class GeneratorTrainer:
         )
         self._pending: torch.Tensor | None = None
 
+    def restart_from_generator(self) -> None:
+        """Make G's current weights the starting point: a fresh EMA copy of them and fresh Adam
+        moments (after public pretraining, whose optimizer is not G's private one)."""
+        self.ema = make_ema(self.generator, self.config.ema_decay)
+        self.optimizer = torch.optim.Adam(
+            self.generator.parameters(),
+            lr=self.config.lr_generator,
+            betas=(self.config.beta1, self.config.beta2),
+        )
+
     def latent(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Latent codes and uniform labels: data-independent, so free of privacy cost."""
         z = torch.randn(count, self.config.z_dim, generator=self.rng)

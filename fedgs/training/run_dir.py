@@ -163,6 +163,12 @@ def _privacy_lines(privacy: dict) -> list[str]:
             f"  nodes that never answered: {silent_nodes} (dead, refusing or unreachable); their "
             f"{queries['unattributed']} queries count for every client"
         )
+    if public := privacy.get("public_data"):
+        lines.append(
+            f"  public data: G pre-trained for {public['pretrain_steps']} steps on "
+            f"{public['source']} before any query (no privacy cost; results are not from "
+            "client data alone)"
+        )
     return lines
 
 

@@ -1,0 +1,122 @@
+"""Pre-train the server's generator on public images before any private step.
+
+Why: GS-WGAN's private signal is a clipped, noised gradient per query; a generator that already
+draws digit shapes spends those queries on the clients' style instead of on finding strokes
+(issue 21). The images are public (`fedgs.data.public_digits`), the critic used here lives on the
+server and is discarded, so nothing in this phase touches client data or costs privacy; runs that
+use it say so in privacy.json and the summary ("public pretraining").
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, replace
+
+import torch
+from tqdm.auto import tqdm
+
+from fedgs.data.public_digits import cached_digits
+from fedgs.models import ConditionalDCGANDiscriminator, critic_loss
+from fedgs.training.generator import GeneratorTrainer
+
+PUBLIC_SOURCE = "digits rendered from matplotlib's fonts (fedgs.data.public_digits)"
+PUBLIC_IMAGES = 10_000  # rendered once per machine and seed (~1 minute), then cached
+
+
+@dataclass(frozen=True)
+class PublicPretraining:
+    """What the phase did: recorded with the run so its results say they used public data."""
+
+    source: str
+    images: int
+    steps: int
+    batch_size: int
+    critic_steps: int
+    seconds: float
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def pretrain_generator(
+    trainer: GeneratorTrainer,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    steps: int,
+    batch_size: int = 64,
+    critic_steps: int = 2,
+    lr: float = 2e-4,
+    seed: int = 0,
+) -> PublicPretraining:
+    """``steps`` non-private conditional WGAN-GP steps of ``trainer``'s G on public images; its
+    EMA copy then starts from the result and its optimizer from fresh moments."""
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    started = time.monotonic()
+    config, device = trainer.config, trainer.device
+    rng = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        critic = ConditionalDCGANDiscriminator(trainer.num_classes, config.critic_width).to(device)
+    betas = (config.beta1, config.beta2)
+    critic_opt = torch.optim.Adam(critic.parameters(), lr=lr, betas=betas)
+    generator = trainer.generator
+    generator_opt = torch.optim.Adam(generator.parameters(), lr=lr, betas=betas)
+    images, labels = images.to(device), labels.to(device)
+
+    def real_batch() -> tuple[torch.Tensor, torch.Tensor]:
+        idx = torch.randint(images.shape[0], (batch_size,), generator=rng).to(device)
+        return images[idx], labels[idx]
+
+    def fake_batch() -> tuple[torch.Tensor, torch.Tensor]:
+        z = torch.randn(batch_size, config.z_dim, generator=rng).to(device)
+        y = torch.randint(trainer.num_classes, (batch_size,), generator=rng).to(device)
+        return generator(z, y), y
+
+    generator.train()
+    for _ in tqdm(range(steps), desc="public pretraining", unit="step", mininterval=5.0):
+        for _ in range(critic_steps):
+            with torch.no_grad():
+                fake, fake_labels = fake_batch()
+            loss = critic_loss(critic, *real_batch(), fake, fake_labels, config.gp_weight)
+            critic_opt.zero_grad(set_to_none=True)
+            loss.loss.backward()
+            critic_opt.step()
+        fake, fake_labels = fake_batch()
+        generator_opt.zero_grad(set_to_none=True)
+        (-critic(fake, fake_labels).mean()).backward()
+        generator_opt.step()
+    trainer.restart_from_generator()
+    return PublicPretraining(
+        PUBLIC_SOURCE,
+        int(images.shape[0]),
+        steps,
+        batch_size,
+        critic_steps,
+        round(time.monotonic() - started, 1),
+    )
+
+
+def pretrain_on_public_digits(
+    trainer: GeneratorTrainer, steps: int, seed: int = 0
+) -> PublicPretraining:
+    """Render the public digits and pre-train ``trainer``'s G on them (the run's entry point)."""
+    started = time.monotonic()
+    images, labels = cached_digits(PUBLIC_IMAGES, seed=seed)
+    done = pretrain_generator(trainer, images, labels, steps, seed=seed)
+    return replace(done, seconds=round(time.monotonic() - started, 1))
+
+
+def public_data_record(steps: int) -> dict[str, object]:
+    """privacy.json's note on public data: present only when a run used some, so a figure never
+    hides that its generator started from more than the clients' data."""
+    if steps <= 0:
+        return {}
+    return {
+        "public_data": {
+            "source": PUBLIC_SOURCE,
+            "images": PUBLIC_IMAGES,
+            "pretrain_steps": steps,
+            "privacy_cost": "none: rendered from fonts, no client data; used before any query",
+        }
+    }
