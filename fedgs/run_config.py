@@ -286,6 +286,12 @@ class RunConfig:
             raise ValueError(f"max-unanswered-steps must be >= 0, got {self.max_unanswered_steps}")
         if self.max_minutes < 0:
             raise ValueError(f"max-minutes must be >= 0, got {self.max_minutes}")
+        if self.strategy == "gswgan" and self.noise_multiplier <= 0:
+            raise ValueError(
+                "gswgan needs noise-multiplier > 0: every reply is a Gaussian mechanism the "
+                f"ledger accounts (got {self.noise_multiplier}); for a non-private reference "
+                "use fedavg-gan with fedavg-noise-multiplier 0"
+            )
         if self.public_pretrain_steps < 0:
             raise ValueError(f"public-pretrain-steps must be >= 0, got {self.public_pretrain_steps}")
         if self.public_pretrain_steps > 0 and self.strategy != "gswgan":

@@ -70,6 +70,8 @@ def test_run_config_checks_public_pretraining():
     assert RunConfig(public_pretrain_steps=5).public_pretrain_steps == 5
     with pytest.raises(ValueError, match="public-pretrain-steps must be >= 0"):
         RunConfig(public_pretrain_steps=-1)
+    with pytest.raises(ValueError, match="noise-multiplier > 0"):
+        RunConfig(noise_multiplier=0.0)
     with pytest.raises(ValueError, match="gswgan only"):
         RunConfig(strategy="fedavg-gan", public_pretrain_steps=5)
 
