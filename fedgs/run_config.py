@@ -293,7 +293,9 @@ class RunConfig:
                 "use fedavg-gan with fedavg-noise-multiplier 0"
             )
         if self.public_pretrain_steps < 0:
-            raise ValueError(f"public-pretrain-steps must be >= 0, got {self.public_pretrain_steps}")
+            raise ValueError(
+                f"public-pretrain-steps must be >= 0, got {self.public_pretrain_steps}"
+            )
         if self.public_pretrain_steps > 0 and self.strategy != "gswgan":
             raise ValueError(
                 f"public-pretrain-steps is implemented for gswgan only, not {self.strategy!r}"

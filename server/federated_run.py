@@ -109,6 +109,7 @@ class FederatedRun(ABC):
     def prepare_generator(self) -> None:
         """Server-side work on G before the first private step of a new run (not on resume:
         the checkpoint holds its result). Default: none."""
+        return None
 
     @abstractmethod
     def prepare_clients(self, grid: Grid) -> None:

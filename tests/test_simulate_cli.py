@@ -222,7 +222,7 @@ def test_warm_start_that_leaves_no_client_warm_stops_the_run(tmp_path: Path) -> 
 
 def test_public_pretraining_is_recorded_with_the_run(tmp_path: Path) -> None:
     """--public-pretrain-steps: the server pre-trains G before any query, and privacy.json, the
-    summary and public_pretraining.json say so (a pre-filled cache skips the minute of rendering)."""
+    summary and public_pretraining.json say so (a pre-filled cache skips the rendering)."""
     from fedgs.data.public_digits import RENDER_VERSION, render_digits
     from fedgs.training.public_pretraining import PUBLIC_IMAGES
 
