@@ -14,8 +14,14 @@ warm start, no evaluation, one client per step; every process with ``--threads``
 Each mode gives the median, min and max wall seconds per step over steps 2..N (the first step
 pays one-off start-up) and its median's ratio to the compute medians of the same invocation,
 wall and CPU (compute-cpu: the process's CPU seconds, what the step costs without waiting for a
-core). It prints one JSON line per row and a table, and writes OUT/latency.json; the load
-average is recorded before and after each mode, since the machine may be shared.
+core) and, where simulation ran, to the simulation's median (the deployment's goal: within 2x).
+It prints one JSON line per row and a table, and writes OUT/latency.json; the load average is
+recorded before and after each mode, since the machine may be shared.
+  --idle-seconds N   before the deployed run, the warm deployment's CPU seconds per second
+                     while idle for N s (every process of it: the price of its short polls);
+  --trace-http       every deployed process logs its Flower HTTP requests
+                     (benchmarks/http_trace), and the steps are cut into phases
+                     (benchmarks/deploy_phases.py): OUT/deploy/http-trace.log, phases.json.
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from deploy_phases import PHASES, summary
 
+from fedgs.deploy import processes
 from fedgs.deploy.launcher import LocalDeployment, LocalOptions
 from fedgs.device import secret_generator
 from fedgs.protocols import common, gswgan
@@ -117,13 +125,51 @@ def run_simulation(a: argparse.Namespace, out: Path) -> list[float]:
     return _fedgs(a, ["simulate", *_options(_settings(a)), "--ray-cpus", str(a.cpus)], out)
 
 
-def run_deployment(a: argparse.Namespace, out: Path, warm: bool) -> list[float]:
+TRACE_SITE = Path(__file__).resolve().parent / "http_trace"  # its sitecustomize logs requests
+
+
+def idle_cpu(marker: str, seconds: float) -> float:
+    """CPU seconds per second that the processes of a deployment spend while it is idle."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu_seconds() -> dict[int, float]:
+        used = {}
+        for pid in processes.marked(marker):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            used[pid] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        return used
+
+    before = cpu_seconds()
+    time.sleep(seconds)
+    after = cpu_seconds()
+    return sum(after[pid] - before[pid] for pid in after.keys() & before.keys()) / seconds
+
+
+def run_deployment(a: argparse.Namespace, out: Path, warm: bool) -> dict[str, list[float]]:
     options = LocalOptions(nodes=a.nodes, warm=warm, threads=a.threads)
+    trace = out / "http-trace.log"
+    if a.trace_http:
+        trace.unlink(missing_ok=True)
+        path = os.pathsep.join(filter(None, [str(TRACE_SITE), os.environ.get("PYTHONPATH")]))
+        os.environ.update(PYTHONPATH=path, FEDGS_HTTP_TRACE=str(trace))
+    measured: dict[str, list[float]] = {}
     with LocalDeployment(out, options) as deployment:  # components run in `out`: absolute paths
+        if a.idle_seconds > 0:
+            deployment.wait_for_nodes(a.nodes)
+            measured["idle-cpu-per-s"] = [idle_cpu(deployment.marker, a.idle_seconds)]
         result = deployment.run(_settings(a) | {"run-dir": str(deployment.run_dir)})
     if not result.ok:
         raise RuntimeError(f"the {out.name} run did not complete: {result}")
-    return _step_seconds(deployment.run_dir)
+    measured[out.name] = _step_seconds(deployment.run_dir)
+    if a.trace_http:
+        phases = summary(trace)
+        (out / "phases.json").write_text(json.dumps(phases, indent=1))
+        for phase in PHASES:
+            print(f"  {out.name} {phase}: median {phases['phases'][phase]['median_s']:.3f} s")
+    return measured
 
 
 def load_average() -> str:
@@ -140,6 +186,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1, help="torch threads of every process")
     p.add_argument("--cpus", type=int, default=2, help="Ray CPUs of the simulation")
     p.add_argument("--modes", nargs="+", default=["compute", "simulation", "deploy", "deploy-cold"])
+    p.add_argument("--idle-seconds", type=float, default=0.0)
+    p.add_argument("--trace-http", action="store_true")
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args()
     if a.steps < 3:
@@ -147,8 +195,8 @@ def main() -> None:
     runners: dict[str, Callable[[Path], dict[str, list[float]]]] = {
         "compute": lambda out: run_compute(a, out),
         "simulation": lambda out: {"simulation": run_simulation(a, out)},
-        "deploy": lambda out: {"deploy": run_deployment(a, out, warm=True)},
-        "deploy-cold": lambda out: {"deploy-cold": run_deployment(a, out, warm=False)},
+        "deploy": lambda out: run_deployment(a, out, warm=True),
+        "deploy-cold": lambda out: run_deployment(a, out, warm=False),
     }
     unknown = set(a.modes) - set(runners)
     if unknown:
@@ -172,17 +220,21 @@ def main() -> None:
             rows.append(row)
     medians = {r["mode"]: r["median_s"] for r in rows}
     for row in rows:
-        for reference in ("compute", "compute-cpu"):
-            if reference in medians:
+        for reference in ("compute", "compute-cpu", "simulation"):
+            if reference in medians and not row["mode"].startswith("idle"):
                 row[f"x_{reference}"] = row["median_s"] / medians[reference]
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "latency.json").write_text(
         json.dumps({"args": vars(a) | {"out": str(a.out)}, "rows": rows}, indent=1)
     )
-    print("| mode | median s/step | min | max | x compute | x compute CPU | load before; after |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    print(
+        "| mode | median s/step | min | max | x compute | x compute CPU | x simulation "
+        "| load before; after |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for r in rows:
-        ratios = [f"{r[k]:.2f}" if k in r else "-" for k in ("x_compute", "x_compute-cpu")]
+        columns = ("x_compute", "x_compute-cpu", "x_simulation")
+        ratios = [f"{r[k]:.2f}" if k in r else "-" for k in columns]
         print(
             f"| {r['mode']} | {r['median_s']:.3f} | {r['min_s']:.3f} | {r['max_s']:.3f} | "
             f"{' | '.join(ratios)} | {r['load_before']}; {r['load_after']} |"

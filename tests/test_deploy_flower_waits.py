@@ -45,18 +45,24 @@ def test_supernode_waits_shortened_in_a_module_that_has_them(tmp_path: Path) -> 
 
 
 def test_object_pull_backoff_refused_without_the_keyword() -> None:
-    def pull_objects(object_ids: list[str], *, backoff: float = 1) -> None:
-        del object_ids, backoff
+    def pull_objects(object_ids: list[str], *, initial_backoff: float = 1) -> None:
+        del object_ids, initial_backoff
 
-    with pytest.raises(flower_waits.FlowerInternalsChanged, match="initial_backoff"):
-        flower_waits.shorten_object_pulls(pull_objects)
+    def pull_and_inflate(tree: object, *, backoff: float = 1) -> None:
+        del tree, backoff
+
+    with pytest.raises(flower_waits.FlowerInternalsChanged, match="pull_and_inflate"):
+        flower_waits.shorten_object_pulls(pull_objects, pull_and_inflate)
+    assert pull_objects.__kwdefaults__ == {"initial_backoff": 1}  # all checked before any patch
 
 
 def test_patches_apply_to_the_installed_flower(monkeypatch: pytest.MonkeyPatch) -> None:
-    defaults = inflatable_utils.pull_objects.__kwdefaults__
+    pulls = (inflatable_utils.pull_objects, inflatable_utils.pull_and_inflate_object_from_tree)
     monkeypatch.setattr(start_client_internal, "time", start_client_internal.time)  # restored
-    monkeypatch.setitem(defaults, "initial_backoff", defaults["initial_backoff"])  # restored
+    for pull in pulls:  # restored after the test
+        monkeypatch.setitem(pull.__kwdefaults__, "initial_backoff", 1.0)
     flower_waits.shorten_supernode_waits()
     flower_waits.shorten_object_pulls()
     assert isinstance(start_client_internal.time, flower_waits._ShortSleeps)
-    assert defaults["initial_backoff"] == flower_waits.PULL_INITIAL_BACKOFF
+    for pull in pulls:
+        assert pull.__kwdefaults__["initial_backoff"] == flower_waits.PULL_INITIAL_BACKOFF

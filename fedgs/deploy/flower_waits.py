@@ -6,8 +6,10 @@ compute, made up most of its wall time (benchmarks/RESULTS.md, "Deployment laten
     waits for the ClientApp's reply (``flwr.supernode.start_client_internal``, ``time.sleep(3)``
     and ``time.sleep(0.5)``): a message arriving just after an empty pull waited up to 3 s;
   * ``pull_objects`` (``flwr.supercore.inflatable.inflatable_utils``; SuperNode and ServerApp)
-    waits 1 s (``PULL_INITIAL_BACKOFF``, bound as the ``initial_backoff`` default) before
-    retrying an object that the SuperLink lists before its content has arrived.
+    and ``pull_and_inflate_object_from_tree`` (the ClientApp process pulling its message from
+    the SuperNode) wait 1 s (``PULL_INITIAL_BACKOFF``, bound as each one's ``initial_backoff``
+    default) before retrying an object that is listed before its content has arrived: the
+    SuperNode stores a message before its content, so a ClientApp forked at once often waits.
 Flower 1.41 offers no setting for either. Each patch is one name in one Flower module, checked
 first: if the Flower internals it expects are not there (another Flower version),
 :class:`FlowerInternalsChanged` is raised and the process does not start, so an upgrade cannot
@@ -67,12 +69,19 @@ def shorten_supernode_waits(module: ModuleType | None = None) -> None:
     module.time = _ShortSleeps({3: EMPTY_PULL_WAIT, 0.5: REPLY_WAIT})  # type: ignore[attr-defined]
 
 
-def shorten_object_pulls(pull_objects: object | None = None) -> None:
-    """Make ``pull_objects`` retry an unavailable object after ``PULL_INITIAL_BACKOFF`` s (it
-    still backs off exponentially up to Flower's cap); ``pull_objects`` given for tests."""
-    if pull_objects is None:
-        from flwr.supercore.inflatable.inflatable_utils import pull_objects
-    defaults = getattr(pull_objects, "__kwdefaults__", None) or {}
+def shorten_object_pulls(*pulls: object) -> None:
+    """Make Flower's object pulls retry an unavailable object after ``PULL_INITIAL_BACKOFF`` s
+    (they still back off exponentially up to Flower's cap). ``pulls``: the functions whose
+    ``initial_backoff`` default to shorten; by default ``pull_objects`` and
+    ``pull_and_inflate_object_from_tree`` (which passes its own default on)."""
+    if not pulls:
+        from flwr.supercore.inflatable import inflatable_utils
+
+        pulls = (inflatable_utils.pull_objects, inflatable_utils.pull_and_inflate_object_from_tree)
     _require(package_version.startswith(FLOWER_VERSION), "its version")
-    _require("initial_backoff" in defaults, "pull_objects has a keyword initial_backoff")
-    defaults["initial_backoff"] = PULL_INITIAL_BACKOFF
+    for pull in pulls:
+        defaults = getattr(pull, "__kwdefaults__", None) or {}
+        name = getattr(pull, "__name__", repr(pull))
+        _require("initial_backoff" in defaults, f"{name} has a keyword initial_backoff")
+    for pull in pulls:
+        pull.__kwdefaults__["initial_backoff"] = PULL_INITIAL_BACKOFF  # type: ignore[attr-defined]

@@ -6,7 +6,8 @@ Flower, torch and the app again: seconds per message on a small CPU, which domin
 deployment's step. This SuperExec is ``flower-superexec`` with the same flags and the same task
 loop; only the way a task's process starts differs: the SuperExec imports the ``--preload``
 modules once (e.g. ``fedgs.client.app``) and ``fork()``s each ClientApp process from itself, and
-the child runs Flower's own ``run_clientapp``. Each message still gets a fresh process that
+the child runs Flower's own ``run_clientapp`` (with the 1 s first backoff of its message pull
+shortened, ``fedgs.deploy.flower_waits``). Each message still gets a fresh process that
 shares no memory with the next, so the ClientApp semantics (Context from the SuperNode, state on
 disk) are Flower's.
 
@@ -42,6 +43,7 @@ from flwr.supercore.tls import validate_and_resolve_root_certificates
 from flwr.supernode.runtime.run_clientapp import run_clientapp
 
 from fedgs.deploy.app_bundle import read_allowlist
+from fedgs.deploy.flower_waits import shorten_object_pulls
 
 
 class ForkingExecutor(SubprocessExecutor):
@@ -143,6 +145,8 @@ def main(argv: list[str] | None = None) -> None:
         allowlist = lambda: read_allowlist(path)  # noqa: E731 - re-read at every task
     for module in ours.preload:
         importlib.import_module(module)  # paid once, inherited by every forked ClientApp
+    if not ours.spawn:
+        shorten_object_pulls()  # a forked ClientApp retries its message's content after 20 ms
     executor = ForkingExecutor(fork=not ours.spawn, allowlist=allowlist)
     # the one factory Flower offers no option for
     superexec_loop.get_executor = _executor_factory(executor)
