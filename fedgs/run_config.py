@@ -14,6 +14,7 @@ from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from fedgs.algorithms import STRATEGIES
+from fedgs.privacy.client_sampling import RULES as CLIENT_SAMPLING_RULES
 from fedgs.training.hparams import FedAvgGANConfig, GSWGANConfig
 
 
@@ -81,6 +82,15 @@ class RunConfig:
     )
     clients_per_step: int = field(
         default=1, metadata={"help": "clients queried per generator step (m)"}
+    )
+    client_sampling: str = field(
+        default="uniform",
+        metadata={
+            "help": "gswgan: uniform (m nodes uniformly at random each step, as in the paper) "
+            "or least-queried (the m nodes that paid the fewest queries so far, ties at random: "
+            "every client answers about equally often, so more steps fit an untrusted-server "
+            "epsilon; the trusted-sampler figure then does not hold)"
+        },
     )
     batch_size: int = field(default=32, metadata={"help": "fake batch size B"})
     critic_steps: int = field(
@@ -299,6 +309,16 @@ class RunConfig:
         if self.public_pretrain_steps > 0 and self.strategy != "gswgan":
             raise ValueError(
                 f"public-pretrain-steps is implemented for gswgan only, not {self.strategy!r}"
+            )
+        if self.client_sampling not in CLIENT_SAMPLING_RULES:
+            raise ValueError(
+                f"unknown client-sampling {self.client_sampling!r} "
+                f"(known: {', '.join(CLIENT_SAMPLING_RULES)})"
+            )
+        if self.client_sampling != "uniform" and self.strategy != "gswgan":
+            raise ValueError(
+                f"client-sampling {self.client_sampling!r} is implemented for gswgan only, not "
+                f"{self.strategy!r}"
             )
         if self.sampling_seed < -1:
             raise ValueError(

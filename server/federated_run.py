@@ -81,7 +81,7 @@ class FederatedRun(ABC):
         self.config = config
         self.out = RunDirectory(config.run_dir)
         self.dataset = dataset_for(config)
-        self.sampling = ClientSampling(config.sampling_seed)
+        self.sampling = ClientSampling(config.sampling_seed, config.client_sampling)
         self.sampler = self.sampling.generator()
         self.identities = NodeIdentities()  # node -> client, learned from replies
         self.step = 0

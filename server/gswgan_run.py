@@ -8,6 +8,7 @@ from flwr.serverapp import Grid
 
 from fedgs.device import resolve_device
 from fedgs.privacy import PrivacyLedger
+from fedgs.privacy.client_sampling import LEAST_QUERIED
 from fedgs.privacy.events import gswgan_query_event
 from fedgs.privacy.threat_models import REPLACE_ONE
 from fedgs.run_config import RunConfig
@@ -49,6 +50,7 @@ class GSWGANRun(FederatedRun):
             config.clients_per_step,
             config.wire_dtype,
             self.identities,
+            least_queried=config.client_sampling == LEAST_QUERIED,
         )
 
     def prepare_generator(self) -> None:

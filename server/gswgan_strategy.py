@@ -1,12 +1,13 @@
 """The GS-WGAN strategy: the generator stays on the server, clients answer with sanitized rows.
 
-Per generator step it samples m nodes uniformly, records in the privacy ledger one paid query
-per node *as it sends it* (at the sigma the run asks for and the batch it sends; the run saves
-the ledger before the messages leave), validates the replies, averages the sanitized gradients
-and takes an Adam step on G (ALGORITHMS.md s.1). A reply that failed, does not pass validation,
-or claims a weaker policy or another client is dropped and logged (its query stays paid); the
-step goes on with the others. Nothing a reply says about itself enters the ledger or the
-metrics: the step's diagnostics are computed from the sanitized rows received.
+Per generator step it samples m nodes (uniformly, or the least-queried ones), records in the
+privacy ledger one paid query per node *as it sends it* (at the sigma the run asks for and the
+batch it sends; the run saves the ledger before the messages leave), validates the replies,
+averages the sanitized gradients and takes an Adam step on G (ALGORITHMS.md s.1). A reply that
+failed, does not pass validation, or claims a weaker policy or another client is dropped and
+logged (its query stays paid); the step goes on with the others. Nothing a reply says about
+itself enters the ledger or the metrics: the step's diagnostics are computed from the sanitized
+rows received.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class GSWGANStrategy(ServerScoredStrategy):
         clients_per_step: int = 1,
         wire_dtype: str = "float32",
         identities: NodeIdentities | None = None,
+        least_queried: bool = False,
     ) -> None:
         self.trainer = trainer
         self.ledger = ledger
@@ -52,6 +54,7 @@ class GSWGANStrategy(ServerScoredStrategy):
         self.clients_per_step = clients_per_step
         self.wire_dtype = wire_dtype
         self.identities = identities or NodeIdentities()
+        self.least_queried = least_queried
         self._slots: dict[int, int] = {}  # node id -> index of its query in this step
         self._population = 0
         self.last_outcome: StepOutcome | None = None
@@ -73,13 +76,19 @@ class GSWGANStrategy(ServerScoredStrategy):
         return self.choose(nodes)
 
     def choose(self, nodes: list[int]) -> list[int]:
-        """m of the available nodes, uniformly without replacement."""
-        if len(nodes) < self.clients_per_step:
-            raise RuntimeError(
-                f"{self.clients_per_step} clients per step requested, {len(nodes)} nodes available"
-            )
-        chosen = self.sampler.choice(len(nodes), size=self.clients_per_step, replace=False)
-        return [nodes[i] for i in chosen]
+        """m of the available nodes: uniformly without replacement, or (``least_queried``) the
+        m whose clients paid the fewest queries so far, ties in random order (the ledger is the
+        server's own record of what it sent: public under the untrusted-server model)."""
+        m = self.clients_per_step
+        if len(nodes) < m:
+            raise RuntimeError(f"{m} clients per step requested, {len(nodes)} nodes available")
+        if not self.least_queried:
+            return [nodes[i] for i in self.sampler.choice(len(nodes), size=m, replace=False)]
+        paid = [
+            self.ledger.paid(self.identities.client_of(n), self.identities.label(n)) for n in nodes
+        ]
+        order = np.lexsort((self.sampler.random(len(nodes)), paid))  # fewest first, ties random
+        return [nodes[i] for i in order[:m]]
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid

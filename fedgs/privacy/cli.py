@@ -106,6 +106,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--seed", type=_seed, default=0, help="seed of the simulated client sampling (0)"
     )
     parser.add_argument(
+        "--client-sampling",
+        choices=("uniform", "least-queried"),
+        default="uniform",
+        help="the run's client sampling, for planning (uniform): least-queried asks the "
+        "clients asked least so far, so every client answers within one query of the others",
+    )
+    parser.add_argument(
         "--target-epsilon",
         type=_positive_float,
         help="print the smallest noise multiplier meeting this epsilon for the most-queried "
@@ -282,12 +289,13 @@ def _max_queries(acct: Any, sigma: float, batch: int, target: float, delta: floa
     return _largest(meets, high // 2, high)
 
 
-def _max_steps(clients: int, per_step: int, queries: int, seed: int) -> int:
+def _max_steps(clients: int, per_step: int, queries: int, seed: int, rule: str) -> int:
     """The most steps whose simulated most-queried client answers at most ``queries``."""
     from fedgs.privacy.sampling import simulate_query_counts
 
     def fits(steps: int) -> bool:
-        return int(simulate_query_counts(clients, steps, per_step, seed=seed).max()) <= queries
+        counts = simulate_query_counts(clients, steps, per_step, seed=seed, rule=rule)
+        return int(counts.max()) <= queries
 
     return _largest(fits, 0, queries * clients // per_step + 1)  # more steps cannot fit
 
@@ -318,7 +326,8 @@ def _plan_queries(args: argparse.Namespace, acct: Any) -> int:
             code=1,
         )
     eps = acct.epsilon(untrusted_client_event({(sigma, b): queries}), delta)
-    steps = _max_steps(k, m, queries, args.seed)
+    rule = args.client_sampling
+    steps = _max_steps(k, m, queries, args.seed, rule)
     result: dict[str, Any] = {
         "max_queries_per_client": queries,
         "epsilon_at_max_queries": eps,
@@ -334,9 +343,10 @@ def _plan_queries(args: argparse.Namespace, acct: Any) -> int:
         "neighbouring": REPLACE_ONE,
         "accountant": acct.name,
         "seed": args.seed,
+        "client_sampling": rule,
     }
     if args.steps is not None:
-        worst = int(simulate_query_counts(k, args.steps, m, seed=args.seed).max())
+        worst = int(simulate_query_counts(k, args.steps, m, seed=args.seed, rule=rule).max())
         result |= {
             "steps": args.steps,
             "worst_client_queries": worst,
@@ -353,9 +363,11 @@ def _plan_queries(args: argparse.Namespace, acct: Any) -> int:
         f"delta={delta:g}, {REPLACE_ONE} client, {UNTRUSTED_SERVER} [{acct.name}]\n"
         f"at most {queries} queries per client within epsilon {target:g} "
         f"(epsilon {eps:.4g} at {queries})\n"
-        f"K={k} clients, M={m} per step: at most {steps} steps keep the most-queried client "
-        f"within {queries} queries (simulated, seed {args.seed}; expected "
-        f"{steps * m / k:.2f} queries per client); run with --target-epsilon {target:g} too"
+        f"K={k} clients, M={m} per step, {rule} sampling: at most {steps} steps keep the "
+        f"most-queried client within {queries} queries (simulated, seed {args.seed}; expected "
+        f"{steps * m / k:.2f} queries per client); run with --target-epsilon {target:g}"
+        + (" and --client-sampling least-queried" if rule != "uniform" else "")
+        + " too"
     )
     if args.steps is not None:
         print(

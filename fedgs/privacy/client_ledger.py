@@ -78,6 +78,14 @@ class ClientLedger:
         """Nodes asked that never answered (dead, refusing or still silent): never bound."""
         return len(self._unattributed)
 
+    def paid(self, client_id: str | None, node: str) -> int:
+        """Charges so far of the client behind ``node`` (``client_id`` once the server knows it)
+        and of ``node`` itself while unattributed: what a least-queried choice compares."""
+        charges = self._unattributed.get(str(node), Counter()).total()
+        if client_id is not None:
+            charges += self._charges.get(str(client_id), Counter()).total()
+        return charges
+
     def counts(self) -> dict[str, int]:
         """Charges per client (attributed ones only)."""
         return {client: sum(charges.values()) for client, charges in self._charges.items()}

@@ -7,6 +7,12 @@ state is never written to disk, and a resumed run draws a fresh seed. A fixed ``
 makes runs reproducible, and then the report says that those amplified figures do not hold
 (anyone who knows the seed knows who was sampled); the untrusted-server figure, which assumes
 nothing about sampling, is unaffected.
+
+GS-WGAN may also choose clients by the ``least-queried`` rule: each step asks the m clients that
+have paid the fewest queries so far (ties broken by the sampler). The rule reads only the public
+ledger, never client data, so the untrusted-server figure holds as it is; every client then
+answers about equally often, so a run reaches more steps before its most-queried client reaches
+a target epsilon. The choice is not uniform, so no amplified figure holds.
 """
 
 from __future__ import annotations
@@ -25,11 +31,27 @@ FIXED_SEED_NOTE = (
 )
 
 
+FIXED_SEED_REASON = "fixed sampling-seed, sampling was predictable"
+
+UNIFORM, LEAST_QUERIED = "uniform", "least-queried"
+RULES = (UNIFORM, LEAST_QUERIED)
+
+LEAST_QUERIED_NOTE = (
+    "clients were chosen least-queried first (the fewest paid queries so far), not uniformly at "
+    "random: no amplification by subsampling holds; quote the untrusted-server epsilon"
+)
+
+
 @dataclass(frozen=True)
 class ClientSampling:
-    """The sampler of one run and whether its choices are secret."""
+    """The sampler of one run, its rule, and whether its choices are secret."""
 
     seed: int  # SECRET, or the fixed seed
+    rule: str = UNIFORM
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(f"unknown client-sampling {self.rule!r} (known: {', '.join(RULES)})")
 
     @property
     def secret(self) -> bool:
@@ -44,14 +66,21 @@ class ClientSampling:
         return None if self.secret else sampler.bit_generator.state
 
     def report(self) -> dict[str, Any]:
-        """The ``sampling`` block of privacy.json."""
-        if self.secret:
-            return {
-                "randomness": "secret (operating system, Python secrets); not saved",
-                "amplified_figures_hold": True,
-            }
-        return {
-            "randomness": f"fixed sampling-seed {self.seed} (reproducible)",
-            "amplified_figures_hold": False,
-            "note": FIXED_SEED_NOTE,
-        }
+        """The ``sampling`` block of privacy.json (``why_void``: the summary's short reason)."""
+        notes, reasons = [], []
+        if not self.secret:
+            notes.append(FIXED_SEED_NOTE)
+            reasons.append(FIXED_SEED_REASON)
+        if self.rule == LEAST_QUERIED:
+            notes.append(LEAST_QUERIED_NOTE)
+            reasons.append("clients chosen least-queried first, not at random")
+        randomness = (
+            "secret (operating system, Python secrets); not saved"
+            if self.secret
+            else f"fixed sampling-seed {self.seed} (reproducible)"
+        )
+        block: dict[str, Any] = {"randomness": randomness, "rule": self.rule}
+        block["amplified_figures_hold"] = not notes
+        if notes:
+            block |= {"note": "; ".join(notes), "why_void": "; ".join(reasons)}
+        return block

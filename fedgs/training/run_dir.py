@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fedgs.algorithms import algorithm
+from fedgs.privacy.client_sampling import FIXED_SEED_REASON
 from fedgs.privacy.report import load_privacy, privacy_report
 from fedgs.privacy.threat_models import TRUSTED_AGGREGATOR, TRUSTED_SERVER
 
@@ -102,7 +103,7 @@ def _amplified(figure: dict, sampling: dict, text: str) -> str:
     if figure.get("epsilon") is None:
         return "n/a"
     if not sampling.get("amplified_figures_hold", True):
-        return f"{text} (does NOT hold: fixed sampling-seed, sampling was predictable)"
+        return f"{text} (does NOT hold: {sampling.get('why_void', FIXED_SEED_REASON)})"
     return text
 
 

@@ -1,0 +1,138 @@
+"""GS-WGAN's least-queried client sampling: balanced queries, no amplified claim.
+
+Each step asks the clients that paid the fewest queries so far (the server's own ledger, public
+under the untrusted-server model). Every client then answers within one query of the others, so
+a run reaches more steps before its most-queried client passes a target epsilon; the choice is
+not uniform, so the trusted-sampler figure is reported as not holding.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+from flower_apps import simulate
+from privacy_boundary_server_apps import gswgan_server_app
+
+from fedgs.client.app import build_client_app
+from fedgs.privacy import (
+    cli,
+    get_accountant,
+    gswgan_query_event,
+    simulate_query_counts,
+    untrusted_client_event,
+)
+from fedgs.privacy.client_sampling import SECRET, ClientSampling
+from fedgs.run_config import RunConfig
+from fedgs.server.gswgan_run import GSWGANRun
+from fedgs.training.run_dir import summarize
+
+SMALL = {
+    "num-clients": 4,
+    "batch-size": 8,
+    "critic-steps": 1,
+    "generator-width": 4,
+    "critic-width": 4,
+    "warm-start-steps": 1,
+    "eval-every": 0,
+    "min-nodes": 4,
+}
+
+
+def _paid_after(run: GSWGANRun, nodes: list[int], steps: int) -> list[int]:
+    """Queries paid per node after ``steps`` choices, recorded as the strategy records them."""
+    run.strategy._population = len(nodes)
+    for _ in range(steps):
+        run.strategy._record_sent(run.strategy.choose(nodes))
+    return [run.ledger.paid(None, run.identities.label(node)) for node in nodes]
+
+
+def test_least_queried_choices_keep_every_client_within_one_query(tmp_path: Path) -> None:
+    base = RunConfig.from_user_config(
+        SMALL, {"run-dir": str(tmp_path), "clients-per-step": 3, "sampling-seed": 4}
+    )
+    nodes = list(range(100, 110))
+    uniform = _paid_after(GSWGANRun(base), nodes, 7)
+    balanced = _paid_after(GSWGANRun(base.with_updates(client_sampling="least-queried")), nodes, 7)
+    assert sum(uniform) == sum(balanced) == 21
+    assert max(uniform) - min(uniform) >= 2  # this seed's uniform draws are uneven
+    assert max(balanced) - min(balanced) == 1  # 21 queries over 10 clients: 2 or 3 each
+
+
+def test_least_queried_counts_a_known_clients_queries_and_breaks_ties_at_random(
+    tmp_path: Path,
+) -> None:
+    config = RunConfig.from_user_config(
+        SMALL, {"run-dir": str(tmp_path), "clients-per-step": 2, "client-sampling": "least-queried"}
+    )
+    run = GSWGANRun(config)
+    run.identities._clients = {7: "writer-a"}  # node 7's reply named its client earlier
+    query_event = gswgan_query_event(config.noise_multiplier, config.batch_size)
+    run.ledger.record("writer-a", query_event)  # writer-a paid one query
+    run.ledger.record_unattributed(run.identities.label(8), query_event)  # node 8 paid one
+    assert run.ledger.paid("writer-a", run.identities.label(7)) == 1
+    assert sorted(run.strategy.choose([7, 8, 9, 10])) == [9, 10]
+    # nothing paid yet: two runs (secret sampling) do not pick the same nodes from 1000
+    nodes = list(range(1000))
+    fresh = config.with_updates(run_dir=str(tmp_path / "other"))
+    assert GSWGANRun(fresh).strategy.choose(nodes) != GSWGANRun(fresh).strategy.choose(nodes)
+
+
+def test_the_report_says_no_amplified_figure_holds() -> None:
+    uniform = ClientSampling(SECRET).report()
+    assert uniform["amplified_figures_hold"] and uniform["rule"] == "uniform"
+    least = ClientSampling(SECRET, "least-queried").report()
+    assert least["amplified_figures_hold"] is False
+    assert least["why_void"] == "clients chosen least-queried first, not at random"
+    both = ClientSampling(3, "least-queried").report()
+    assert "fixed sampling-seed" in both["why_void"] and "least-queried" in both["why_void"]
+    with pytest.raises(ValueError, match="client-sampling"):
+        ClientSampling(SECRET, "round-robin")
+
+
+def test_run_config_refuses_unknown_rules_and_other_strategies() -> None:
+    with pytest.raises(ValueError, match="unknown client-sampling 'round-robin'"):
+        RunConfig.from_user_config({"client-sampling": "round-robin"})
+    with pytest.raises(ValueError, match="gswgan only"):
+        RunConfig.from_user_config({"client-sampling": "least-queried", "strategy": "fedavg-gan"})
+
+
+def test_the_planner_fits_k_times_q_over_m_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    plan = ["--clients", "100", "--clients-per-step", "2", "--batch-size", "32"]
+    plan += ["--noise-multiplier", "0.5812", "--delta", "1e-5", "--target-epsilon", "1000"]
+    found = {}
+    for rule in ("uniform", "least-queried"):
+        parser = argparse.ArgumentParser(prog="fedgs")
+        cli.register(parser.add_subparsers(dest="command", required=True))
+        args = parser.parse_args(["privacy", *plan, "--client-sampling", rule, "--json"])
+        assert args.handler(args) == 0
+        found[rule] = json.loads(capsys.readouterr().out)
+    q = found["least-queried"]["max_queries_per_client"]
+    acct = get_accountant("autodp-rdp")
+    assert acct.epsilon(untrusted_client_event({(0.5812, 32): q}), 1e-5) <= 1000
+    assert found["least-queried"]["max_steps"] == 100 * q // 2
+    assert found["uniform"]["max_steps"] < found["least-queried"]["max_steps"]
+    counts = simulate_query_counts(10, 7, 3, rule="least-queried")
+    assert sorted(counts.tolist()) == [2] * 9 + [3]
+
+
+@pytest.mark.slow
+def test_a_least_queried_run_through_flower_asks_every_client_equally(tmp_path: Path) -> None:
+    config = RunConfig.from_user_config(
+        SMALL,
+        {
+            "run-dir": str(tmp_path),
+            "steps": 6,
+            "checkpoint-every": 3,
+            "client-sampling": "least-queried",
+        },
+    )
+    simulate(gswgan_server_app(config), build_client_app(config.to_user_config()), nodes=4)
+    privacy = json.loads((tmp_path / "privacy.json").read_text())
+    assert privacy["queries"]["max"] == 2 and privacy["queries"]["min"] == 1  # 6 over 4
+    assert privacy["queries"]["total"] == 6
+    assert privacy["sampling"]["rule"] == "least-queried"
+    assert privacy["trusted_sampler"]["holds"] is False
+    assert "clients chosen least-queried first" in summarize(tmp_path)
