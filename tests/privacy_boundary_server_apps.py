@@ -18,6 +18,18 @@ from fedgs.protocols import common
 from fedgs.run_config import RunConfig
 from fedgs.server.gswgan_run import GSWGANRun
 
+# a GS-WGAN run small enough for a test: 4 embedded clients, tiny networks, one warm-start step
+SMALL = {
+    "num-clients": 4,
+    "batch-size": 8,
+    "critic-steps": 1,
+    "generator-width": 4,
+    "critic-width": 4,
+    "warm-start-steps": 1,
+    "eval-every": 0,
+    "min-nodes": 4,
+}
+
 # partition id -> what its GS-WGAN replies claim about themselves (partition 0 is honest)
 CLAIMS: dict[int, dict[str, Any]] = {
     1: {"noise-multiplier": 0.0},

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from flower_apps import simulate
-from privacy_boundary_server_apps import gswgan_server_app
+from privacy_boundary_server_apps import SMALL, gswgan_server_app
 
 from fedgs.client.app import build_client_app
 from fedgs.privacy import (
@@ -28,17 +28,6 @@ from fedgs.privacy.client_sampling import SECRET, ClientSampling
 from fedgs.run_config import RunConfig
 from fedgs.server.gswgan_run import GSWGANRun
 from fedgs.training.run_dir import summarize
-
-SMALL = {
-    "num-clients": 4,
-    "batch-size": 8,
-    "critic-steps": 1,
-    "generator-width": 4,
-    "critic-width": 4,
-    "warm-start-steps": 1,
-    "eval-every": 0,
-    "min-nodes": 4,
-}
 
 
 def _paid_after(run: GSWGANRun, nodes: list[int], steps: int) -> list[int]:

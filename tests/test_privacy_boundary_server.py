@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from flower_apps import simulate
-from privacy_boundary_server_apps import CLAIMS, claiming_client_app, gswgan_server_app
+from privacy_boundary_server_apps import CLAIMS, SMALL, claiming_client_app, gswgan_server_app
 
 from fedgs.client.app import build_client_app
 from fedgs.client.state_store import ClientStateStore
@@ -27,17 +27,6 @@ from fedgs.server.checkpoint import LEDGER_NAME
 from fedgs.server.fedavg_gan_run import FedAvgGANRun
 from fedgs.server.gswgan_run import GSWGANRun
 from fedgs.training.run_dir import summarize
-
-SMALL = {
-    "num-clients": 4,
-    "batch-size": 8,
-    "critic-steps": 1,
-    "generator-width": 4,
-    "critic-width": 4,
-    "warm-start-steps": 1,
-    "eval-every": 0,
-    "min-nodes": 4,
-}
 
 
 def _server_ledger(config: RunConfig) -> PrivacyLedger:
