@@ -103,6 +103,17 @@ def test_the_planner_fits_k_times_q_over_m_steps(capsys: pytest.CaptureFixture[s
     assert acct.epsilon(untrusted_client_event({(0.5812, 32): q}), 1e-5) <= 1000
     assert found["least-queried"]["max_steps"] == 100 * q // 2
     assert found["uniform"]["max_steps"] < found["least-queried"]["max_steps"]
+    # epsilons of a least-queried run: every client at T*M/K queries, no trusted-sampler figure
+    fixed = ["--clients", "100", "--steps", "650", "--clients-per-step", "2", "--batch-size", "32"]
+    fixed += ["--noise-multiplier", "11.5837", "--delta", "1e-5", "--json"]
+    parser = argparse.ArgumentParser(prog="fedgs")
+    cli.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["privacy", *fixed, "--client-sampling", "least-queried"])
+    assert args.handler(args) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["worst_client_queries"] == 13 and figures["epsilon_trusted_sampler"] is None
+    assert "least-queried" in figures["epsilon_trusted_sampler_error"]
+    assert figures["epsilon_untrusted_worst_client"] <= 10
     counts = simulate_query_counts(10, 7, 3, rule="least-queried")
     assert sorted(counts.tolist()) == [2] * 9 + [3]
 

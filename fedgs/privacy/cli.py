@@ -136,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
         get_accountant,
     )
     from fedgs.privacy.calibration import DEFAULT_TOLERANCE, calibrate_noise_multiplier
+    from fedgs.privacy.client_sampling import LEAST_QUERIED, LEAST_QUERIED_NOTE
     from fedgs.privacy.events import trusted_sampler_event, untrusted_client_event
     from fedgs.privacy.paper import PAPER_ACCOUNTANT, paper_epsilon
     from fedgs.privacy.sampling import simulate_query_counts
@@ -160,7 +161,8 @@ def run(args: argparse.Namespace) -> int:
         )
     k, t, m, b, delta = args.clients, args.steps, args.clients_per_step, args.batch_size, args.delta
     expected = t * m / k
-    worst = int(simulate_query_counts(k, t, m, seed=args.seed).max())
+    rule = args.client_sampling
+    worst = int(simulate_query_counts(k, t, m, seed=args.seed, rule=rule).max())
 
     if args.target_epsilon is not None:
         try:
@@ -201,10 +203,14 @@ def run(args: argparse.Namespace) -> int:
     eps_expected = acct.epsilon(untrusted_client_event({(sigma, b): expected}), delta)
     eps_worst = acct.epsilon(untrusted_client_event({(sigma, b): worst}), delta)
     trusted_error = None
-    try:
-        eps_trusted: float | None = acct.epsilon(trusted_sampler_event(t, k, m, sigma, b), delta)
-    except UnsupportedEventError as err:
-        eps_trusted, trusted_error = None, str(err)
+    eps_trusted: float | None = None
+    if rule == LEAST_QUERIED:
+        trusted_error = LEAST_QUERIED_NOTE
+    else:
+        try:
+            eps_trusted = acct.epsilon(trusted_sampler_event(t, k, m, sigma, b), delta)
+        except UnsupportedEventError as err:
+            trusted_error = str(err)
     eps_paper = paper_epsilon(args.setting, k, t, b, sigma, delta, clients_per_step=m)
     paper_model = (
         "untrusted server at the expected count"
