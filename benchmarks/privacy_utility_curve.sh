@@ -48,8 +48,13 @@ run fa-e10 "${FEDAVG[@]}" --fedavg-noise-multiplier 1.2688 --target-epsilon 10
 run gs-lq-e10 "${GSWGAN[@]}" "${LEAST[@]}" --noise-multiplier 11.5837 --target-epsilon 10
 run fa-nodp "${FEDAVG[@]}" --fedavg-noise-multiplier 0
 run gs-lq-e100 "${GSWGAN[@]}" "${LEAST[@]}" --noise-multiplier 2.0127 --target-epsilon 100
-run fa-e100 "${FEDAVG[@]}" --fedavg-noise-multiplier 0.5297 --target-epsilon 100
 run gs-lq-s0.1 "${GSWGAN[@]}" "${LEAST[@]}" --noise-multiplier 0.1
 
-python "$(dirname "$0")/score_run.py" "$OUT"/*/ --data-dir "$DATA" --clients 100 \
-    --json "$OUT/rows.json" --curve "$OUT/curve.png"
+SCORE=(python "$(dirname "$0")/score_run.py" --data-dir "$DATA" --clients 100)
+# the curve: the controls and every run but the uniform-sampling comparison
+CURVE_RUNS=()
+for run_dir in "$OUT"/*/; do
+    [[ "$(basename "$run_dir")" == gs-e1000 ]] || CURVE_RUNS+=("$run_dir")
+done
+"${SCORE[@]}" "${CURVE_RUNS[@]}" --json "$OUT/rows.json" --curve "$OUT/curve.png"
+"${SCORE[@]}" "$OUT/gs-e1000" --no-controls --json "$OUT/rows-uniform.json"
