@@ -15,6 +15,7 @@ from typing import Any
 
 from fedgs.algorithms import STRATEGIES
 from fedgs.privacy.client_sampling import RULES as CLIENT_SAMPLING_RULES
+from fedgs.privacy.client_sampling import UNIFORM
 from fedgs.training.hparams import FedAvgGANConfig, GSWGANConfig
 
 
@@ -84,7 +85,7 @@ class RunConfig:
         default=1, metadata={"help": "clients queried per generator step (m)"}
     )
     client_sampling: str = field(
-        default="uniform",
+        default=UNIFORM,
         metadata={
             "help": "gswgan: uniform (m nodes uniformly at random each step, as in the paper) "
             "or least-queried (the m nodes that paid the fewest queries so far, ties at random: "
@@ -315,7 +316,7 @@ class RunConfig:
                 f"unknown client-sampling {self.client_sampling!r} "
                 f"(known: {', '.join(CLIENT_SAMPLING_RULES)})"
             )
-        if self.client_sampling != "uniform" and self.strategy != "gswgan":
+        if self.client_sampling != UNIFORM and self.strategy != "gswgan":
             raise ValueError(
                 f"client-sampling {self.client_sampling!r} is implemented for gswgan only, not "
                 f"{self.strategy!r}"

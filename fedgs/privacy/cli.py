@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from fedgs.privacy.client_sampling import RULES, UNIFORM
+
 _DESCRIPTION = "User-level privacy (one client = one writer) of a GS-WGAN run."
 _EPILOG = """\
 threat models:
@@ -107,8 +109,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--client-sampling",
-        choices=("uniform", "least-queried"),
-        default="uniform",
+        choices=RULES,
+        default=UNIFORM,
         help="the run's client sampling, for planning (uniform): least-queried asks the "
         "clients asked least so far, so every client answers within one query of the others",
     )
@@ -372,7 +374,7 @@ def _plan_queries(args: argparse.Namespace, acct: Any) -> int:
         f"K={k} clients, M={m} per step, {rule} sampling: at most {steps} steps keep the "
         f"most-queried client within {queries} queries (simulated, seed {args.seed}; expected "
         f"{steps * m / k:.2f} queries per client); run with --target-epsilon {target:g}"
-        + (" and --client-sampling least-queried" if rule != "uniform" else "")
+        + (f" and --client-sampling {rule}" if rule != UNIFORM else "")
         + " too"
     )
     if args.steps is not None:

@@ -36,6 +36,7 @@ FIXED_SEED_REASON = "fixed sampling-seed, sampling was predictable"
 UNIFORM, LEAST_QUERIED = "uniform", "least-queried"
 RULES = (UNIFORM, LEAST_QUERIED)
 
+LEAST_QUERIED_REASON = "clients chosen least-queried first, not at random"
 LEAST_QUERIED_NOTE = (
     "clients were chosen least-queried first (the fewest paid queries so far), not uniformly at "
     "random: no amplification by subsampling holds; quote the untrusted-server epsilon"
@@ -73,7 +74,7 @@ class ClientSampling:
             reasons.append(FIXED_SEED_REASON)
         if self.rule == LEAST_QUERIED:
             notes.append(LEAST_QUERIED_NOTE)
-            reasons.append("clients chosen least-queried first, not at random")
+            reasons.append(LEAST_QUERIED_REASON)
         randomness = (
             "secret (operating system, Python secrets); not saved"
             if self.secret
