@@ -37,6 +37,7 @@ from fedgs.debugging.detection import (
     frame_profile,
     inverted_share,
     legibility,
+    margin_rule,
 )
 from fedgs.debugging.report import (
     GROUPING_PRIVACY,
@@ -295,6 +296,12 @@ def run_scenario(options: ScenarioOptions, gan: RunConfig, engine: EngineOptions
         else generated[SUSPECTED] >= DETECTION_BAR * generated[NORMAL]
     )
     noise_key = algorithm(gan.strategy).noise_key
+    untrained = {
+        f"untrained generator, seed {seed}": frame_profile(
+            untrained_sampler(ds.num_classes, gan.generator_width, seed=seed)(labels)
+        )
+        for seed in (0, 1)
+    }
     summary = {
         "seed": options.seed,
         "options": asdict(options),
@@ -345,12 +352,10 @@ def run_scenario(options: ScenarioOptions, gan: RunConfig, engine: EngineOptions
             },
             "margin": MARGIN,
             "profile": profiles,
-            "untrained": {
-                f"untrained generator, seed {seed}": frame_profile(
-                    untrained_sampler(ds.num_classes, gan.generator_width, seed=seed)(labels)
-                )
-                for seed in (0, 1)
-            },
+            "untrained": untrained,
+            "margin_rule": margin_rule(
+                profiles[SUSPECTED], profiles[NORMAL], list(untrained.values())
+            ),
             "legibility": legible,
             "ratio": ratio_text(generated[SUSPECTED], generated[NORMAL]),
             "bar": DETECTION_BAR,

@@ -14,6 +14,7 @@ from fedgs.debugging.detection import (
     inverted_share,
     legibility,
     looks_inverted,
+    margin_rule,
 )
 from fedgs.debugging.report import privacy_digest, ratio_text
 from fedgs.debugging.scoring import (
@@ -255,3 +256,16 @@ def test_ratio_text_and_privacy_digest() -> None:
     fedavg["trusted_server"] |= {"holds": False, "note": "fixed seed"}
     void = privacy_digest(fedavg)["epsilons"]["trusted_server"]
     assert void["epsilon"] is None and void["note"] == "fixed seed"
+
+
+def _profile(inverted: float, normal: float) -> dict[str, float]:
+    return {"inverted": inverted, "normal": normal, "undecided": 1 - inverted - normal}
+
+
+def test_margin_rule_needs_both_sides_and_undecided_controls() -> None:
+    inverted, normal, grey = _profile(0.9, 0.0), _profile(0.0, 0.8), _profile(0.05, 0.05)
+    assert margin_rule(inverted, normal, [grey, grey]) == "met"
+    assert margin_rule(_profile(0.73, 0.0), _profile(0.0, 0.23), [grey]) == "half"
+    assert margin_rule(normal, inverted, [grey]) == "not met"  # both the wrong way round
+    assert margin_rule(inverted, normal, [grey, _profile(0.6, 0.0)]) == "not met"
+    assert margin_rule(grey, grey, [grey]) == "not met"

@@ -52,8 +52,10 @@ def test_scenario_runs_end_to_end_and_reports(tmp_path: Path, capsys) -> None:
     assert set(detection["profile"]) == set(detection["legibility"]) == {"suspected", "normal"}
     for profile in (*detection["profile"].values(), *detection["untrained"].values()):
         assert abs(profile["inverted"] + profile["normal"] + profile["undecided"] - 1) < 1e-9
+    assert detection["margin_rule"] in {"met", "half", "not met"}
     assert (out / "samples_side_by_side.png").stat().st_size > 0
     report = (out / "REPORT.md").read_text()
+    assert f"**{detection['margin_rule']}**" in report
     assert "| suspected |" in report and "untrusted server" in report
     # the grouping by per-writer accuracy is not privacy-accounted, and both files say so
     assert "Not privacy-accounted" in summary["split"]["privacy"]

@@ -74,3 +74,21 @@ def legibility(
         "as_drawn": float((drawn.argmax(1) == labels).float().mean()),
         "polarity_normalised": float((normalised.argmax(1) == labels).float().mean()),
     }
+
+
+def call(profile: dict[str, float]) -> str:
+    """What a generator's samples say by the margin: their largest share (inverted, normal or
+    undecided)."""
+    return max(("inverted", "normal", "undecided"), key=lambda share: profile[share])
+
+
+def margin_rule(
+    suspected: dict[str, float], normal: dict[str, float], controls: list[dict[str, float]]
+) -> str:
+    """The scenario's verdict: ``met`` when the suspected group's generator calls inverted, the
+    normal group's normal and every untrained control undecided; ``half`` when exactly one
+    group's generator calls its side (controls undecided); otherwise ``not met``."""
+    if any(call(control) != "undecided" for control in controls):
+        return "not met"
+    right = (call(suspected) == "inverted") + (call(normal) == "normal")
+    return {2: "met", 1: "half"}.get(right, "not met")

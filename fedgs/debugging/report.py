@@ -195,6 +195,10 @@ def markdown_report(summary: dict[str, Any]) -> str:
         f"Suspected / normal: **{detection['ratio']}** (bar: >= {detection['bar']:g}x: "
         f"{'met' if detection['bar_met'] else 'NOT met'}).",
         "",
+        f"Margin rule (each generator's largest share; met when the suspected group's says "
+        f"inverted, the normal group's normal and every untrained control undecided): "
+        f"**{detection.get('margin_rule', 'not recorded (older summary)')}**.",
+        "",
         f"![samples]({Path(s['grid']).name})",
         "",
         f"`{Path(s['grid']).name}`: left the suspected group's generator, right the normal "
