@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from fedgs.debugging.detection import margin_rule
+from fedgs.privacy.client_sampling import UNIFORM
 
 GROUPS = ("suspected", "normal")
 
@@ -27,10 +28,12 @@ def _shares(profile: dict[str, float]) -> str:
 def _epsilons(privacy: dict) -> str:
     parts = []
     for group in GROUPS:
-        block = privacy[group]["epsilons"]
-        name, first = next(iter(block.items()))  # the untrusted-server figure first, if any
-        value = "none" if first["epsilon"] is None else f"{first['epsilon']:.3f}"
-        parts.append(f"{value} ({name.replace('_', ' ')}, {first['accountant']})")
+        stated = [(n, b) for n, b in privacy[group]["epsilons"].items() if b["epsilon"] is not None]
+        if not stated:
+            parts.append("none")
+            continue
+        name, first = stated[0]  # the digest lists the untrusted-server figure first
+        parts.append(f"{first['epsilon']:.3f} ({name.replace('_', ' ')}, {first['accountant']})")
     return " / ".join(parts)
 
 
@@ -41,13 +44,14 @@ def row(path: Path) -> str:
     verdict = detection.get("margin_rule") or margin_rule(
         profiles["suspected"], profiles["normal"], controls
     )
-    sampling = gan["config"].get("client-sampling", "uniform")
+    sampling = gan["config"].get("client-sampling", UNIFORM)
     steps = " / ".join(str(privacy[group]["steps"]) for group in GROUPS)
     control_medians = " and ".join(f"{c['frame_mean_median']:.2f}" for c in controls)
     writers = " + ".join(str(s["split"]["confusion"][g]["total"]) for g in GROUPS)
     return (
         f"| {path.parent.name} | {s['data']['dataset']} ({writers} writers), seed {s['seed']} | "
-        f"{gan['strategy']}, {sampling} | {steps} | {_epsilons(privacy)} | "
+        f"{gan['strategy']}{'' if sampling == UNIFORM else ', ' + sampling} | {steps} | "
+        f"{_epsilons(privacy)} | "
         f"{_shares(profiles['suspected'])} | {_shares(profiles['normal'])} | "
         f"{control_medians} | **{verdict}** | "
         f"{s['seconds']['total'] / 60:.1f} min |"
@@ -59,7 +63,8 @@ def main() -> None:
     parser.add_argument("summaries", nargs="+", type=Path)
     args = parser.parse_args()
     print(
-        "| run | data | strategy, sampling | steps (suspected / normal) | epsilon per generator "
+        "| run | data | strategy (client sampling if not uniform) | steps (suspected / normal) "
+        "| epsilon per generator "
         "| suspected: inverted / normal / undecided, median frame mean | normal: the same "
         "| untrained controls' median frame means | margin rule | wall |"
     )
