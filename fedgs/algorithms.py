@@ -3,9 +3,9 @@
 Every place that used to branch on a strategy name reads its entry here instead: the run config's
 choices, the message types a client serves, the node policy's default budget, the threat model
 and neighbouring relation its epsilon is reported under, the noise key the debugging report
-quotes, the paper's bytes per update for the communication table, and the server run that
-drives it and the client session that answers it ("module:attr" strings, so the core never
-imports the server or client layer).
+quotes, the paper's and its own bytes per update for the communication table, and the server
+run that drives it and the client session that answers it ("module:attr" strings, so the core
+never imports the server or client layer).
 
 Light on purpose (no torch, no Flower): ``fedgs --help`` and the run config import it.
 
@@ -48,6 +48,9 @@ class Algorithm:
     # "module:attr": (run config, partition id) -> object with .warm_start(), for clients that
     # keep a critic (or classifier) warm-started before step 1; None: no warm start
     warm_start_session: str | None
+    # "module:attr": (run config) -> {"down": bytes, "up": bytes}, the float32 payload of one
+    # client update as configured (fedgs comm-cost's analytic column); None: not stated
+    update_bytes: str | None = None
     paper_bytes: float | None = None  # bytes per generator update in the paper's protocol
     # the query's ArrayRecords of fake batches (fedgs.protocols.common's format): the client's
     # gate checks each one's batch size against the node policy before anything is decoded
@@ -64,6 +67,10 @@ class Algorithm:
     def session_factory(self) -> Any:
         """What builds the client's session for one query (imported on demand)."""
         return _load(self.client_session)
+
+    def update_bytes_of(self, config: Any) -> dict[str, int] | None:
+        """Float32 payload bytes down and up of one client update under ``config``."""
+        return None if self.update_bytes is None else _load(self.update_bytes)(config)
 
     def warm_start_factory(self) -> Any:
         """What builds the client's session for the warm start (imported on demand)."""
@@ -89,6 +96,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             server_run="fedgs.server.gswgan_run:GSWGANRun",
             client_session="fedgs.client.gswgan_session:GSWGANSession",
             warm_start_session="fedgs.client.gswgan_session:GSWGANSession",
+            update_bytes="fedgs.comm:gswgan_update_bytes",
             paper_bytes=1.50e5,
         ),
         Algorithm(
@@ -100,6 +108,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             server_run="fedgs.server.fedavg_gan_run:FedAvgGANRun",
             client_session="fedgs.client.fedavg_gan_session:FedAvgClient",
             warm_start_session=None,  # its clients keep no critic between rounds
+            update_bytes="fedgs.comm:fedavg_update_bytes",
             paper_bytes=3.94e7,
         ),
         Algorithm(
@@ -111,6 +120,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             server_run="fedgs.server.datalens_run:DataLensRun",
             client_session="fedgs.client.datalens_session:DataLensTeacher",
             warm_start_session="fedgs.client.critic_session:CriticSession",  # teachers are critics
+            update_bytes="fedgs.comm:datalens_update_bytes",
         ),
         Algorithm(
             "pate-gan",
@@ -121,6 +131,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             server_run="fedgs.server.pate_gan_run:PateGANRun",
             client_session="fedgs.client.pate_gan_session:PateTeacher",
             warm_start_session="fedgs.client.pate_gan_session:teacher_session",  # a classifier
+            update_bytes="fedgs.comm:pate_update_bytes",
             batch_records=("fakes", "ballot"),  # fedgs.protocols: common.FAKES, pate_gan.BALLOT
         ),
     )

@@ -7,8 +7,13 @@ The analytic figures count float payloads only, as the papers' tables do.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from flwr.app import Message
 from flwr.common.serde import message_to_proto
+
+if TYPE_CHECKING:
+    from fedgs.run_config import RunConfig
 
 PIXELS = 784
 FLOAT32_BYTES = 4
@@ -70,3 +75,33 @@ def pate_protocol_bytes(
         "down": (teacher_steps + student_steps) * batch_size * (PIXELS * float_bytes + LABEL_BYTES),
         "up": (student_steps * batch_size + 7) // 8,
     }
+
+
+# A strategy's float32 payload per client update as configured: its registry entry's
+# ``update_bytes`` (fedgs.algorithms), which the communication table quotes beside the
+# measured messages.
+
+
+def gswgan_update_bytes(config: RunConfig) -> dict[str, int]:
+    return gswgan_protocol_bytes(config.batch_size, config.critic_steps)
+
+
+def datalens_update_bytes(config: RunConfig) -> dict[str, int]:
+    return datalens_protocol_bytes(config.batch_size, config.datalens_top_k, config.critic_steps)
+
+
+def pate_update_bytes(config: RunConfig) -> dict[str, int]:
+    return pate_protocol_bytes(
+        config.batch_size, config.pate_teacher_steps, config.pate_student_steps
+    )
+
+
+def fedavg_update_bytes(config: RunConfig) -> dict[str, int]:
+    """Counts the configured critic's values (parameters and buffers) and parameters."""
+    from fedgs.training.fedavg_gan import build_models
+
+    fedavg = config.fedavg_gan()
+    _, critic = build_models(fedavg, 10)
+    values = sum(t.numel() for t in critic.state_dict().values())
+    parameters = sum(p.numel() for p in critic.parameters())
+    return fedavg_protocol_bytes(values, parameters, fedavg.batch_size, fedavg.critic_steps)

@@ -101,29 +101,9 @@ def _epsilon(run_dir: Path) -> dict:
 
 def _analytic(config: RunConfig) -> int:
     """Float32 payload bytes per client update of the protocol as configured."""
-    from fedgs.comm import (
-        datalens_protocol_bytes,
-        fedavg_protocol_bytes,
-        gswgan_protocol_bytes,
-        pate_protocol_bytes,
-    )
-    from fedgs.training.fedavg_gan import build_models
-
-    if config.strategy == "gswgan":
-        cost = gswgan_protocol_bytes(config.batch_size, config.critic_steps)
-    elif config.strategy == "datalens":
-        k, n_dis = config.datalens_top_k, config.critic_steps
-        cost = datalens_protocol_bytes(config.batch_size, k, n_dis)
-    elif config.strategy == "pate-gan":
-        cost = pate_protocol_bytes(
-            config.batch_size, config.pate_teacher_steps, config.pate_student_steps
-        )
-    else:
-        fedavg = config.fedavg_gan()
-        _, critic = build_models(fedavg, 10)
-        values = sum(t.numel() for t in critic.state_dict().values())
-        parameters = sum(p.numel() for p in critic.parameters())
-        cost = fedavg_protocol_bytes(values, parameters, fedavg.batch_size, fedavg.critic_steps)
+    cost = algorithm(config.strategy).update_bytes_of(config)
+    if cost is None:
+        raise ValueError(f"strategy {config.strategy!r} states no bytes per update")
     return cost["down"] + cost["up"]
 
 

@@ -26,6 +26,8 @@ def test_every_entry_is_served_driven_and_reported(name: str) -> None:
     assert RunConfig(strategy=name).strategy == name
     budget = NodePolicy.deployment_default(name).epsilon_budget
     assert (budget > 0) == (entry.threat_model == UNTRUSTED_SERVER)
+    cost = entry.update_bytes_of(RunConfig(strategy=name))  # the communication table's column
+    assert cost is not None and cost["down"] > 0 and cost["up"] > 0
 
 
 def test_message_types_are_distinct_and_the_warm_start_is_shared() -> None:
