@@ -9,6 +9,8 @@ warm start, no evaluation, one client per step; every process with ``--threads``
   simulation   fedgs simulate (Ray, in-memory messages; critics on disk between messages);
   deploy       fedgs deploy local: TLS, node authentication, ClientApp processes forked from a
                SuperExec that imported the app once, 50 ms task and reply polls;
+  deploy-memory  the deploy mode with the SuperLink's state in memory instead of its SQLite
+               file (Flower's in-memory LinkState; a restart would forget nodes and runs);
   deploy-cold  the same deployment with Flower's defaults: a fresh `flwr-clientapp` interpreter
                per message (imports Flower, torch, the app), 1 s task and 3 s reply polls.
 Each mode gives the median, min and max wall seconds per step over steps 2..N (the first step
@@ -148,8 +150,12 @@ def idle_cpu(marker: str, seconds: float) -> float:
     return sum(after[pid] - before[pid] for pid in after.keys() & before.keys()) / seconds
 
 
-def run_deployment(a: argparse.Namespace, out: Path, warm: bool) -> dict[str, list[float]]:
-    options = LocalOptions(nodes=a.nodes, warm=warm, threads=a.threads)
+def run_deployment(
+    a: argparse.Namespace, out: Path, warm: bool, in_memory_state: bool = False
+) -> dict[str, list[float]]:
+    options = LocalOptions(
+        nodes=a.nodes, warm=warm, threads=a.threads, in_memory_state=in_memory_state
+    )
     trace = out / "http-trace.log"
     if a.trace_http:
         trace.unlink(missing_ok=True)
@@ -196,6 +202,7 @@ def main() -> None:
         "compute": lambda out: run_compute(a, out),
         "simulation": lambda out: {"simulation": run_simulation(a, out)},
         "deploy": lambda out: run_deployment(a, out, warm=True),
+        "deploy-memory": lambda out: run_deployment(a, out, warm=True, in_memory_state=True),
         "deploy-cold": lambda out: run_deployment(a, out, warm=False),
     }
     unknown = set(a.modes) - set(runners)

@@ -53,13 +53,17 @@ class LocalOptions:
     deployment share one machine's cores, and several multi-threaded processes on the same
     cores wait on each other: on 2 busy cores a critic query took 10 s with 2 threads, 2.4 s
     with 1 (the simulation engine gives each client one CPU the same way). ``policy``: every
-    node's privacy policy, ``policy-*`` node-config keys (fedgs.privacy.policy)."""
+    node's privacy policy, ``policy-*`` node-config keys (fedgs.privacy.policy).
+    ``in_memory_state``: the SuperLink keeps its state in memory instead of its SQLite file
+    (Flower's in-memory LinkState): a restarted SuperLink forgets every node and run, so only
+    for measurement (benchmarks/deploy_latency.py's deploy-memory mode)."""
 
     nodes: int = 3
     security: topology.Security = field(default_factory=topology.Security)
     warm: bool = True
     threads: int = 1
     policy: Mapping[str, str | int | float] = field(default_factory=dict)
+    in_memory_state: bool = False
 
     def __post_init__(self) -> None:
         from fedgs.privacy.policy import NodePolicy
@@ -177,7 +181,11 @@ class LocalDeployment:
                 private=(HOST, self.private_port),
                 security=security,
                 tls=topology.TlsPaths(ca_cert, str(self.tls.server_cert), str(self.tls.server_key)),
-                database=str(self.out / "superlink.db"),
+                database=(
+                    topology.IN_MEMORY_DATABASE
+                    if self.options.in_memory_state
+                    else str(self.out / "superlink.db")
+                ),
                 superexec_secret=superlink_secret,
                 python=sys.executable,
             ),

@@ -130,6 +130,9 @@ def superlink_args(
     ]
 
 
+# flwr.supercore.constant.FLWR_IN_MEMORY_DB_NAME, spelled out: importing flwr costs the CLI ~0.7 s
+IN_MEMORY_DATABASE = ":flwr-in-memory:"
+
 PROMPT_SUPERNODE = "fedgs.deploy.prompt_supernode"
 
 
