@@ -76,7 +76,7 @@ def legibility(
     }
 
 
-def call(profile: dict[str, float]) -> str:
+def _largest_share(profile: dict[str, float]) -> str:
     """What a generator's samples say by the margin: their largest share (inverted, normal or
     undecided)."""
     return max(("inverted", "normal", "undecided"), key=lambda share: profile[share])
@@ -88,7 +88,7 @@ def margin_rule(
     """The scenario's verdict: ``met`` when the suspected group's generator calls inverted, the
     normal group's normal and every untrained control undecided; ``half`` when exactly one
     group's generator calls its side (controls undecided); otherwise ``not met``."""
-    if any(call(control) != "undecided" for control in controls):
+    if any(_largest_share(control) != "undecided" for control in controls):
         return "not met"
-    right = (call(suspected) == "inverted") + (call(normal) == "normal")
+    right = (_largest_share(suspected) == "inverted") + (_largest_share(normal) == "normal")
     return {2: "met", 1: "half"}.get(right, "not met")

@@ -83,6 +83,10 @@ def node_config(
     return config
 
 
+# flwr.supercore.constant.FLWR_IN_MEMORY_DB_NAME, spelled out: importing flwr costs the CLI ~0.7 s
+IN_MEMORY_DATABASE = ":flwr-in-memory:"
+
+
 def superlink_args(
     *,
     host: str,
@@ -129,9 +133,6 @@ def superlink_args(
         str(port),
     ]
 
-
-# flwr.supercore.constant.FLWR_IN_MEMORY_DB_NAME, spelled out: importing flwr costs the CLI ~0.7 s
-IN_MEMORY_DATABASE = ":flwr-in-memory:"
 
 PROMPT_SUPERNODE = "fedgs.deploy.prompt_supernode"
 
