@@ -46,7 +46,7 @@ class FedAvgGANRun(FederatedRun):
     def prepare_clients(self, grid: Grid) -> None:
         """Nothing: Fed-Avg GAN clients keep no state between rounds."""
 
-    def would_pass_target(self) -> bool:
+    def would_pass_target(self, grid: Grid) -> bool:
         target, c = self.config.target_epsilon, self.config
         if target <= 0:
             return False

@@ -115,7 +115,9 @@ class FederatedRun(ABC):
     def prepare_clients(self, grid: Grid) -> None:
         """Anything clients must do before the first step (GS-WGAN: warm start)."""
 
-    def would_pass_target(self) -> bool:
+    def would_pass_target(self, grid: Grid) -> bool:
+        """Whether the next step could take the run past its target epsilon (default: no
+        target)."""
         return False
 
     @abstractmethod
@@ -234,7 +236,7 @@ class FederatedRun(ABC):
         started, first_step = time.perf_counter(), self.step + 1
         with tqdm(total=c.steps, initial=self.step, desc=self.name, unit="step") as bar:
             for step in range(first_step, c.steps + 1):
-                if self.would_pass_target():
+                if self.would_pass_target(grid):
                     logger.warning(
                         "stopping before step %d: target epsilon %g reached", step, c.target_epsilon
                     )

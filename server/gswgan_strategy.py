@@ -84,11 +84,21 @@ class GSWGANStrategy(ServerScoredStrategy):
             raise RuntimeError(f"{m} clients per step requested, {len(nodes)} nodes available")
         if not self.least_queried:
             return [nodes[i] for i in self.sampler.choice(len(nodes), size=m, replace=False)]
-        paid = [
-            self.ledger.paid(self.identities.client_of(n), self.identities.label(n)) for n in nodes
-        ]
+        paid = self._paid(nodes)
         order = np.lexsort((self.sampler.random(len(nodes)), paid))  # fewest first, ties random
         return [nodes[i] for i in order[:m]]
+
+    def least_queried_candidates(self, nodes: list[int]) -> list[int]:
+        """Every node the least-queried rule may ask next: those at or below the m-th fewest
+        paid queries (all of a tie at that count, so a superset when ties are broken)."""
+        paid = self._paid(nodes)
+        boundary = sorted(paid)[min(self.clients_per_step, len(nodes)) - 1]
+        return [node for node, count in zip(nodes, paid, strict=True) if count <= boundary]
+
+    def _paid(self, nodes: list[int]) -> list[int]:
+        return [
+            self.ledger.paid(self.identities.client_of(n), self.identities.label(n)) for n in nodes
+        ]
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
@@ -97,7 +107,7 @@ class GSWGANStrategy(ServerScoredStrategy):
         nodes = self.sample_nodes(grid)
         queries = self.trainer.propose(len(nodes))
         self._slots = {node: k for k, node in enumerate(nodes)}
-        self._record_sent(nodes)
+        self.record_sent(nodes)
         messages = []
         for node, query in zip(nodes, queries, strict=True):
             fakes = common.encode_fakes(query.images, query.labels, self.wire_dtype)
@@ -114,19 +124,21 @@ class GSWGANStrategy(ServerScoredStrategy):
             "batch-size": config.batch_size,
         }
 
-    def _record_sent(self, nodes: list[int]) -> None:
+    def record_sent(self, nodes: list[int], ledger: PrivacyLedger | None = None) -> None:
         """Every query is paid when sent, at the asked sigma and the batch sent, and the step
-        counts for the trusted-sampler figure: a reply lost to a timeout or a crash stays paid."""
+        counts for the trusted-sampler figure: a reply lost to a timeout or a crash stays paid.
+        ``ledger``: where to record (default: the run's; a copy to look one step ahead)."""
+        ledger = self.ledger if ledger is None else ledger
         config = self.trainer.config
         sigma, batch = config.noise_multiplier, config.batch_size
         query = gswgan_query_event(sigma, batch)
         for node in nodes:
             client = self.identities.client_of(node)
             if client is None:
-                self.ledger.record_unattributed(self.identities.label(node), query)
+                ledger.record_unattributed(self.identities.label(node), query)
             else:
-                self.ledger.record(client, query)
-        self.ledger.record_step(len(nodes), self._population, sigma, batch)
+                ledger.record(client, query)
+        ledger.record_step(len(nodes), self._population, sigma, batch)
 
     def _learn(self, reply: Message) -> None:
         """Bind the reply's node to its client (its unattributed queries become that client's)."""

@@ -72,7 +72,7 @@ class TeacherRun(FederatedRun):
         if c.warm_start_steps > 0:
             warm_start_clients(grid, c, self.identities)
 
-    def would_pass_target(self) -> bool:
+    def would_pass_target(self, grid: Grid) -> bool:
         c = self.config
         if c.target_epsilon <= 0:
             return False

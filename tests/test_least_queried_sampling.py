@@ -18,6 +18,7 @@ from privacy_boundary_server_apps import SMALL, gswgan_server_app
 
 from fedgs.client.app import build_client_app
 from fedgs.privacy import (
+    PrivacyLedger,
     cli,
     get_accountant,
     gswgan_query_event,
@@ -34,7 +35,7 @@ def _paid_after(run: GSWGANRun, nodes: list[int], steps: int) -> list[int]:
     """Queries paid per node after ``steps`` choices, recorded as the strategy records them."""
     run.strategy._population = len(nodes)
     for _ in range(steps):
-        run.strategy._record_sent(run.strategy.choose(nodes))
+        run.strategy.record_sent(run.strategy.choose(nodes))
     return [run.ledger.paid(None, run.identities.label(node)) for node in nodes]
 
 
@@ -136,3 +137,49 @@ def test_a_least_queried_run_through_flower_asks_every_client_equally(tmp_path: 
     assert privacy["sampling"]["rule"] == "least-queried"
     assert privacy["trusted_sampler"]["holds"] is False
     assert "clients chosen least-queried first" in summarize(tmp_path)
+
+
+def _epsilon_after(queries: int, config: RunConfig) -> float:
+    ledger = PrivacyLedger()
+    for _ in range(queries):
+        ledger.record_query("writer", config.noise_multiplier, config.batch_size)
+    return ledger.epsilon_untrusted("writer", config.delta, config.accountant)
+
+
+def test_least_queried_candidates_are_the_fewest_paid_and_their_ties(tmp_path: Path) -> None:
+    config = RunConfig.from_user_config(
+        SMALL, {"run-dir": str(tmp_path), "clients-per-step": 2, "client-sampling": "least-queried"}
+    )
+    run = GSWGANRun(config)
+    query_event = gswgan_query_event(config.noise_multiplier, config.batch_size)
+    for node, paid in {1: 0, 2: 1, 3: 1, 4: 2}.items():
+        for _ in range(paid):
+            run.ledger.record_unattributed(run.identities.label(node), query_event)
+    # two to ask: node 1 (0 paid) and one of the tied nodes 2 and 3 (1 paid); never node 4
+    assert run.strategy.least_queried_candidates([1, 2, 3, 4]) == [1, 2, 3]
+    assert run.strategy.least_queried_candidates([1, 4]) == [1, 4]
+
+
+@pytest.mark.slow
+def test_a_least_queried_run_stops_when_the_clients_it_would_ask_reach_the_target(
+    tmp_path: Path,
+) -> None:
+    """4 clients, one per step, a target between 2 and 3 queries' epsilon: every client pays 2
+    (8 steps). The worst-case stop (the most-queried client asked again) ended at step 5."""
+    base = RunConfig.from_user_config(SMALL)
+    target = (_epsilon_after(2, base) + _epsilon_after(3, base)) / 2
+    config = RunConfig.from_user_config(
+        SMALL,
+        {
+            "run-dir": str(tmp_path),
+            "steps": 12,
+            "clients-per-step": 1,
+            "client-sampling": "least-queried",
+            "target-epsilon": target,
+        },
+    )
+    simulate(gswgan_server_app(config), build_client_app(config.to_user_config()), nodes=4)
+    privacy = json.loads((tmp_path / "privacy.json").read_text())
+    assert privacy["queries"]["total"] == 8
+    assert privacy["queries"]["max"] == privacy["queries"]["min"] == 2
+    assert privacy["untrusted_server"]["epsilon"] <= target
