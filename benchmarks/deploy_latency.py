@@ -8,9 +8,13 @@ warm start, no evaluation, one client per step; every process with ``--threads``
                messages, no disk;
   simulation   fedgs simulate (Ray, in-memory messages; critics on disk between messages);
   deploy       fedgs deploy local: TLS, node authentication, ClientApp processes forked from a
-               SuperExec that imported the app once, 50 ms task and reply polls;
-  deploy-memory  the deploy mode with the SuperLink's state in memory instead of its SQLite
-               file (Flower's in-memory LinkState; a restart would forget nodes and runs);
+               SuperExec that imported the app once when its SuperNode rings
+               (fedgs.deploy.doorbell), 50 ms reply polls, the SuperLink's state in memory
+               (Flower's in-memory LinkState);
+  deploy-poll  the deploy mode without doorbells: the SuperExecs ask for a task every 50 ms;
+  deploy-file  the deploy mode with the SuperLink's state in its SQLite file (what compose
+               uses; `fedgs deploy local --superlink-state file`; before 2026-11-25 this was
+               the deploy mode, and the in-memory one was called deploy-memory);
   deploy-cold  the same deployment with Flower's defaults: a fresh `flwr-clientapp` interpreter
                per message (imports Flower, torch, the app), 1 s task and 3 s reply polls.
 Each mode gives the median, min and max wall seconds per step over steps 2..N (the first step
@@ -151,12 +155,20 @@ def idle_cpu(marker: str, seconds: float) -> float:
 
 
 def run_deployment(
-    a: argparse.Namespace, out: Path, warm: bool, in_memory_state: bool = False
+    a: argparse.Namespace,
+    out: Path,
+    warm: bool,
+    in_memory_state: bool = True,
+    doorbell: bool = True,
 ) -> dict[str, list[float]]:
     options = LocalOptions(
-        nodes=a.nodes, warm=warm, threads=a.threads, in_memory_state=in_memory_state
+        nodes=a.nodes,
+        warm=warm,
+        threads=a.threads,
+        in_memory_state=in_memory_state,
+        doorbell=doorbell,
     )
-    trace = out / "http-trace.log"
+    trace = out.resolve() / "http-trace.log"  # components run in their own directories
     if a.trace_http:
         trace.unlink(missing_ok=True)
         path = os.pathsep.join(filter(None, [str(TRACE_SITE), os.environ.get("PYTHONPATH")]))
@@ -202,12 +214,16 @@ def main() -> None:
         "compute": lambda out: run_compute(a, out),
         "simulation": lambda out: {"simulation": run_simulation(a, out)},
         "deploy": lambda out: run_deployment(a, out, warm=True),
-        "deploy-memory": lambda out: run_deployment(a, out, warm=True, in_memory_state=True),
+        "deploy-file": lambda out: run_deployment(a, out, warm=True, in_memory_state=False),
+        "deploy-poll": lambda out: run_deployment(a, out, warm=True, doorbell=False),
         "deploy-cold": lambda out: run_deployment(a, out, warm=False),
     }
     unknown = set(a.modes) - set(runners)
     if unknown:
         p.error(f"unknown modes {sorted(unknown)}; choose from {sorted(runners)}")
+    used = [str(a.out / mode) for mode in a.modes if (a.out / mode).exists()]
+    if used:  # a run directory appended to would mix two invocations' steps
+        p.error(f"{', '.join(used)} exist(s) already; give a new --out")
     rows = []
     for mode in a.modes:
         before = load_average()

@@ -4,13 +4,17 @@ Flower's ``send_and_receive`` sleeps 3 s between checks for replies; a GS-WGAN s
 one reply, so that sleep alone was ~1.5 s of every step on average. ``server_app`` runs
 ``fedgs.server.app:app`` unchanged on :class:`PromptGrid`, which checks every 50 ms (one small
 HTTPS request to the SuperLink), and its reply objects are pulled without Flower's 1 s first
-backoff (fedgs.deploy.flower_waits). The ClientApp needs no wrapper: see
-:mod:`fedgs.deploy.superexec` for how its processes start warm.
+backoff (fedgs.deploy.flower_waits). It begins checking only after most of the shortest recent
+round trip: earlier checks cannot find a reply and each costs the SuperLink CPU that the nodes'
+critics, on the same cores in a local deployment, are waiting for. The ClientApp needs no
+wrapper: see :mod:`fedgs.deploy.superexec` for how its processes start warm.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from collections import deque
 from collections.abc import Iterable
 
 from flwr.app import Context, Message
@@ -19,14 +23,18 @@ from flwr.serverapp import Grid, ServerApp
 from fedgs.deploy.flower_waits import shorten_object_pulls
 
 POLL_INTERVAL = 0.05
+QUIET_SHARE = 0.8  # of the shortest recent round trip, before the first check for replies
+RECENT_ROUND_TRIPS = 5
 
 
 class PromptGrid(Grid):
-    """Flower's grid, except that ``send_and_receive`` polls every ``interval`` seconds."""
+    """Flower's grid, except that ``send_and_receive`` polls every ``interval`` seconds, from
+    ``QUIET_SHARE`` of the shortest of the last round trips on."""
 
     def __init__(self, grid: Grid, interval: float = POLL_INTERVAL) -> None:
         self._grid = grid
         self._interval = interval
+        self._round_trips: deque[float] = deque(maxlen=RECENT_ROUND_TRIPS)
 
     def set_run(self, run):  # type: ignore[no-untyped-def]
         self._grid.set_run(run)
@@ -53,16 +61,21 @@ class PromptGrid(Grid):
     def send_and_receive(
         self, messages: Iterable[Message], *, timeout: float | None = None
     ) -> Iterable[Message]:
+        started = time.monotonic()
         waiting = set(self.push_messages(messages))
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = math.inf if timeout is None else started + timeout
+        quiet = QUIET_SHARE * min(self._round_trips, default=0.0)
+        time.sleep(max(0.0, min(started + quiet, deadline) - time.monotonic()))
         replies: list[Message] = []
         while waiting:
             received = list(self.pull_messages(waiting))
             replies += received
             waiting -= {m.metadata.reply_to_message_id for m in received}
-            if not waiting or (deadline is not None and time.monotonic() >= deadline):
+            if not waiting or time.monotonic() >= deadline:
                 break
             time.sleep(self._interval)
+        if not waiting:
+            self._round_trips.append(time.monotonic() - started)
         return replies
 
 

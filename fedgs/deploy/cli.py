@@ -11,7 +11,10 @@ import argparse
 import signal
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from fedgs.deploy.launcher import LocalOptions
 
 DEFAULT_NODES = 3
 
@@ -72,6 +75,14 @@ def _local(commands: argparse._SubParsersAction) -> None:
         default=1,
         help="torch threads per ServerApp/ClientApp process; 0: the inherited OMP_NUM_THREADS "
         "or one per core (%(default)s)",
+    )
+    parser.add_argument(
+        "--superlink-state",
+        choices=("memory", "file"),
+        default="memory",
+        help="where the SuperLink keeps nodes, runs and messages: in memory (faster steps; "
+        "the nodes' keys are registered again at every start) or OUT/superlink.db "
+        "(%(default)s)",
     )
     parser.add_argument(
         "--policy",
@@ -201,20 +212,28 @@ def _node_policy(pairs: list[str]) -> dict[str, str | float]:
     return policy
 
 
-def _run_local(args: argparse.Namespace) -> int:
-    from fedgs.deploy.launcher import DeploymentError, LocalOptions, run_local
+def local_options(args: argparse.Namespace) -> LocalOptions:
+    """The deployment `fedgs deploy local` starts for these arguments."""
+    from fedgs.deploy.launcher import LocalOptions
     from fedgs.deploy.topology import Security
+
+    return LocalOptions(
+        args.nodes,
+        Security(args.tls, args.tls),
+        warm=not args.cold,
+        threads=args.threads,
+        policy=_node_policy(args.policy),
+        in_memory_state=args.superlink_state == "memory",
+    )
+
+
+def _run_local(args: argparse.Namespace) -> int:
+    from fedgs.deploy.launcher import DeploymentError, run_local
     from fedgs.training.run_dir import summarize
 
     try:
         run_config = _local_run_config(args)
-        options = LocalOptions(
-            args.nodes,
-            Security(args.tls, args.tls),
-            warm=not args.cold,
-            threads=args.threads,
-            policy=_node_policy(args.policy),
-        )
+        options = local_options(args)
     except (TypeError, ValueError) as error:
         print(f"fedgs deploy local: error: {error}", file=sys.stderr)
         return 2

@@ -48,7 +48,7 @@ class _ShortSleeps:
         return getattr(time, name)
 
 
-def _require(condition: bool, what: str) -> None:
+def require(condition: bool, what: str) -> None:
     if not condition:
         raise FlowerInternalsChanged(
             f"fedgs.deploy.flower_waits expects Flower {FLOWER_VERSION}x internals: {what}; "
@@ -62,10 +62,10 @@ def shorten_supernode_waits(module: ModuleType | None = None) -> None:
     if module is None:
         from flwr.supernode import start_client_internal as module
     source = inspect.getsource(module)
-    _require(package_version.startswith(FLOWER_VERSION), "its version")
-    _require(getattr(module, "time", None) is time, f"{module.__name__} imports time")
+    require(package_version.startswith(FLOWER_VERSION), "its version")
+    require(getattr(module, "time", None) is time, f"{module.__name__} imports time")
     for call in ("time.sleep(3)", "time.sleep(0.5)"):
-        _require(call in source, f"{module.__name__} calls {call}")
+        require(call in source, f"{module.__name__} calls {call}")
     module.time = _ShortSleeps({3: EMPTY_PULL_WAIT, 0.5: REPLY_WAIT})  # type: ignore[attr-defined]
 
 
@@ -78,10 +78,10 @@ def shorten_object_pulls(*pulls: object) -> None:
         from flwr.supercore.inflatable import inflatable_utils
 
         pulls = (inflatable_utils.pull_objects, inflatable_utils.pull_and_inflate_object_from_tree)
-    _require(package_version.startswith(FLOWER_VERSION), "its version")
+    require(package_version.startswith(FLOWER_VERSION), "its version")
     for pull in pulls:
         defaults = getattr(pull, "__kwdefaults__", None) or {}
         name = getattr(pull, "__name__", repr(pull))
-        _require("initial_backoff" in defaults, f"{name} has a keyword initial_backoff")
+        require("initial_backoff" in defaults, f"{name} has a keyword initial_backoff")
     for pull in pulls:
         pull.__kwdefaults__["initial_backoff"] = PULL_INITIAL_BACKOFF  # type: ignore[attr-defined]

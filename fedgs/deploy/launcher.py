@@ -25,7 +25,7 @@ from typing import TextIO
 
 import tomli_w
 
-from fedgs.deploy import control, ports, processes, topology
+from fedgs.deploy import control, doorbell, ports, processes, topology
 from fedgs.deploy.app_bundle import PLAIN, PROMPT, fab_hash, write_allowlist, write_app
 from fedgs.deploy.certs import (
     NodeKeys,
@@ -54,16 +54,23 @@ class LocalOptions:
     cores wait on each other: on 2 busy cores a critic query took 10 s with 2 threads, 2.4 s
     with 1 (the simulation engine gives each client one CPU the same way). ``policy``: every
     node's privacy policy, ``policy-*`` node-config keys (fedgs.privacy.policy).
-    ``in_memory_state``: the SuperLink keeps its state in memory instead of its SQLite file
-    (Flower's in-memory LinkState): a restarted SuperLink forgets every node and run, so only
-    for measurement (benchmarks/deploy_latency.py's deploy-memory mode)."""
+    ``in_memory_state``: the SuperLink keeps its state (nodes, runs, messages) in memory
+    instead of a SQLite file in ``out`` (a deployed step took 0.55-0.65 of the time,
+    benchmarks/RESULTS.md). Nothing of a local deployment outlives its SuperLink but that state:
+    the nodes' keys are registered again at every start, critics and ledgers live in the nodes'
+    state directories and the run's checkpoint in the run directory. Off: the file, which a
+    SuperLink restarted on its own (compose) needs to remember the registered nodes.
+    ``doorbell`` (warm, Linux): each SuperNode rings its SuperExec when a message has arrived
+    instead of the SuperExec asking every 50 ms, and (with node authentication) the SuperLink
+    rings a SuperNode when it has a message for it (fedgs.deploy.doorbell)."""
 
     nodes: int = 3
     security: topology.Security = field(default_factory=topology.Security)
     warm: bool = True
     threads: int = 1
     policy: Mapping[str, str | int | float] = field(default_factory=dict)
-    in_memory_state: bool = False
+    in_memory_state: bool = True
+    doorbell: bool = True
 
     def __post_init__(self) -> None:
         from fedgs.privacy.policy import NodePolicy
@@ -162,9 +169,28 @@ class LocalDeployment:
     def run_dir(self) -> Path:
         return self.out / "run"
 
-    def env(self) -> dict[str, str]:
+    @property
+    def doorbells(self) -> bool:
+        """Whether the SuperNodes ring their SuperExecs (fedgs.deploy.doorbell)."""
+        return self.options.warm and self.options.doorbell and doorbell.available()
+
+    @property
+    def link_doorbells(self) -> str | None:
+        """The prefix of the bells the SuperLink rings for its nodes (they need node keys)."""
+        return self.marker if self.doorbells and self.options.security.node_auth else None
+
+    def doorbell_name(self, partition_id: int) -> str | None:
+        """The name of node ``partition_id``'s doorbell (unique to this deployment)."""
+        return f"{self.marker}-{partition_id}" if self.doorbells else None
+
+    def env(self, component: str | None = None) -> dict[str, str]:
+        """The environment of ``component`` (of ``flwr`` commands when None). Warm without
+        doorbells: the ClientApp SuperExecs ask for a task every 50 ms. The ServerApp's
+        SuperExec keeps Flower's 1 s (one task per run: a faster poll only loads the SuperLink
+        during the steps), as do SuperExecs with a doorbell (their fallback)."""
         extra = {"FLWR_HOME": str(self.out / "flwr-home"), processes.MARKER: self.marker}
-        if self.options.warm:
+        fast_poll = self.options.warm and not self.doorbells
+        if fast_poll and component != topology.SERVERAPP_EXECUTOR:
             extra |= topology.WARM_EXECUTOR_ENV
         if self.options.threads > 0:
             extra["OMP_NUM_THREADS"] = str(self.options.threads)
@@ -188,6 +214,7 @@ class LocalDeployment:
                 ),
                 superexec_secret=superlink_secret,
                 python=sys.executable,
+                node_doorbells=self.link_doorbells,
             ),
             topology.SERVERAPP_EXECUTOR: topology.superexec_args(
                 runtime_api=self.private_address,
@@ -212,6 +239,8 @@ class LocalDeployment:
                 ),
                 superexec_secret=node_secret,
                 python=sys.executable if self.options.warm else None,
+                doorbell=self.doorbell_name(partition_id),
+                link_doorbell=self.link_doorbells,
             )
             commands[topology.executor_name(partition_id)] = topology.superexec_args(
                 runtime_api=f"{HOST}:{port}",
@@ -221,6 +250,7 @@ class LocalDeployment:
                 preload=topology.CLIENTAPP_PRELOAD if self.options.warm else (),
                 allowed_fabs=str(self.allowlist(partition_id)),
                 spawn=not self.options.warm,
+                doorbell=self.doorbell_name(partition_id),
             )
         return commands
 
@@ -272,7 +302,7 @@ class LocalDeployment:
     def start_component(self, name: str, argv: list[str] | None = None) -> processes.Component:
         """Start (or restart) one component; ``argv`` replaces its usual command line."""
         component = processes.start(
-            name, argv or self.commands()[name], self.log(name), self.env(), self.out
+            name, argv or self.commands()[name], self.log(name), self.env(name), self.out
         )
         self.components[name] = component
         return component

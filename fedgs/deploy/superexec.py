@@ -16,7 +16,8 @@ read at every task, so edits apply without a restart) a ClientApp task whose app
 refused before any of its code is loaded. The SuperLink decides which app a run ships; the node
 owner decides which apps may touch its data (``fedgs deploy app-hash`` prints fedgs' hash).
 ``--spawn``: start task processes as Flower does (a fresh interpreter each), keeping the
-allowlist.
+allowlist. ``--doorbell NAME``: ask the SuperNode for a task as soon as it rings that bell, its
+poll interval only the fallback (:mod:`fedgs.deploy.doorbell`).
 
 Use it in place of ``flower-superexec`` for a SuperNode started with ``--isolation process``.
 """
@@ -43,6 +44,7 @@ from flwr.supercore.tls import validate_and_resolve_root_certificates
 from flwr.supernode.runtime.run_clientapp import run_clientapp
 
 from fedgs.deploy.app_bundle import read_allowlist
+from fedgs.deploy.doorbell import answer_rings
 from fedgs.deploy.flower_waits import shorten_object_pulls
 
 
@@ -137,6 +139,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--preload", action="append", default=[])
     parser.add_argument("--spawn", action="store_true")
     parser.add_argument("--allowed-fabs", type=Path)
+    parser.add_argument("--doorbell")
     ours, flower_args = parser.parse_known_args(argv)
     allowlist = None
     if ours.allowed_fabs is not None:
@@ -147,6 +150,8 @@ def main(argv: list[str] | None = None) -> None:
         importlib.import_module(module)  # paid once, inherited by every forked ClientApp
     if not ours.spawn:
         shorten_object_pulls()  # a forked ClientApp retries its message's content after 20 ms
+    if ours.doorbell:
+        answer_rings(ours.doorbell)  # ask for a task as soon as the SuperNode rings
     executor = ForkingExecutor(fork=not ours.spawn, allowlist=allowlist)
     # the one factory Flower offers no option for
     superexec_loop.get_executor = _executor_factory(executor)

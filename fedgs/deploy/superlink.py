@@ -11,6 +11,8 @@ two sockets: the public one (``--host``/``--port``) answers only the Fleet API a
 check; every other route (Control, ServerApp runtime) answers only on the private socket
 (``--private-host``/``--private-port``, loopback by default), which only the operator's own
 machine reaches. A request for a private route on the public socket gets 403 and is logged.
+``--node-doorbells PREFIX``: ring each node's bell when a message for it is stored (a local
+deployment's nodes then pull at once instead of on their next poll; fedgs.deploy.doorbell).
 """
 
 from __future__ import annotations
@@ -103,7 +105,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--private-host", default="127.0.0.1")
     parser.add_argument("--private-port", type=int, required=True)
+    parser.add_argument("--node-doorbells", metavar="PREFIX")
     ours, flower_args = parser.parse_known_args(argv)
+    if ours.node_doorbells:  # ring a node when a message for it is stored
+        from fedgs.deploy.doorbell import ring_nodes_on_store
+
+        ring_nodes_on_store(ours.node_doorbells)
 
     # Flower's own parsing, checks, app and lifespan; only the sockets differ from
     # flower_superlink._run_superlink_http_api.

@@ -97,13 +97,18 @@ def superlink_args(
     database: str,
     superexec_secret: str,
     python: str = "python",
+    node_doorbells: str | None = None,
 ) -> list[str]:
     """``flower-superlink`` through fedgs.deploy.superlink: the Fleet API on ``host:port``, the
     Control and runtime APIs on ``private`` (host, port). Runtime dependency installation is
     always off (it would fetch a CUDA torch); the app's code is already installed where it
-    runs."""
+    runs. ``node_doorbells``: the prefix of the nodes' bells it rings (fedgs.deploy.doorbell)."""
     args = [python, "-m", "fedgs.deploy.superlink"]
     args += ["--private-host", private[0], "--private-port", str(private[1])]
+    if node_doorbells is not None:
+        if not security.node_auth:
+            raise ValueError("node doorbells need node authentication (a bell per node key)")
+        args.append(f"--node-doorbells={node_doorbells}")
     if security.tls:
         if tls is None:
             raise ValueError("TLS is on but no certificate paths were given")
@@ -148,11 +153,23 @@ def supernode_args(
     config: str,
     superexec_secret: str,
     python: str | None = None,
+    doorbell: str | None = None,
+    link_doorbell: str | None = None,
 ) -> list[str]:
     """``flower-supernode``: dials the SuperLink over TLS and signs its requests with its key.
     With ``python``, under that interpreter with Flower's fixed waits shortened
-    (fedgs.deploy.prompt_supernode); else Flower's own."""
+    (fedgs.deploy.prompt_supernode), ringing ``doorbell`` (if given) when a message has arrived
+    and pulling when the SuperLink rings its bell under ``link_doorbell`` (a prefix;
+    fedgs.deploy.doorbell); else Flower's own."""
     args = ["flower-supernode"] if python is None else [python, "-m", PROMPT_SUPERNODE]
+    if doorbell is not None or link_doorbell is not None:
+        if python is None:
+            raise ValueError("doorbells need fedgs' SuperNode (python=...)")
+        args += [f"--doorbell={doorbell}"] if doorbell else []
+        if link_doorbell is not None:
+            if not security.node_auth:
+                raise ValueError("the link's doorbell needs node authentication (its key)")
+            args.append(f"--link-doorbell={link_doorbell}")
     args += ["--superlink", superlink]
     if security.tls:
         if ca_cert is None:
@@ -187,20 +204,24 @@ def superexec_args(
     preload: Sequence[str] = (),
     allowed_fabs: str | None = None,
     spawn: bool = False,
+    doorbell: str | None = None,
 ) -> list[str]:
     """A SuperExec for process isolation: runs the ServerApp (``runtime_api`` is the SuperLink's
     private address, verified with ``ca_cert``) or a node's ClientApp processes (that SuperNode's
     private runtime API; ``ca_cert`` None: no TLS on that link). With ``python``, fedgs'
     SuperExec under that interpreter (fedgs.deploy.superexec): ClientApp processes forked after
     importing ``preload`` once (``spawn``: fresh ones, as Flower), only for apps listed in
-    ``allowed_fabs``; else Flower's."""
+    ``allowed_fabs``, a task asked for as soon as ``doorbell`` rings; else Flower's."""
     if python is None:
+        if doorbell is not None:
+            raise ValueError("the doorbell needs fedgs' SuperExec (python=...)")
         args = ["flower-superexec"]
     else:
         args = [python, "-m", "fedgs.deploy.superexec"]
         args += [f"--preload={module}" for module in preload]
         args += ["--spawn"] if spawn else []
         args += [f"--allowed-fabs={allowed_fabs}"] if allowed_fabs else []
+        args += [f"--doorbell={doorbell}"] if doorbell else []
     args += ["--runtime-api-address", runtime_api]
     args += ["--superexec-auth-secret-file", superexec_secret]
     return args + (["--root-certificates", ca_cert] if ca_cert else ["--insecure"])
