@@ -88,12 +88,17 @@ class GSWGANStrategy(ServerScoredStrategy):
         order = np.lexsort((self.sampler.random(len(nodes)), paid))  # fewest first, ties random
         return [nodes[i] for i in order[:m]]
 
-    def least_queried_candidates(self, nodes: list[int]) -> list[int]:
-        """Every node the least-queried rule may ask next: those at or below the m-th fewest
-        paid queries (all of a tie at that count, so a superset when ties are broken)."""
+    def least_queried_worst_case(self, nodes: list[int]) -> list[int]:
+        """Nodes whose one more query each bounds what the next least-queried step can charge:
+        the rule asks m of the nodes at or below the m-th fewest paid queries (any of a tie),
+        so every such node whose client is known, and m of those whose client is not yet (an
+        unattributed query counts for every client, so m is the most a step adds there)."""
+        m = self.clients_per_step
         paid = self._paid(nodes)
-        boundary = sorted(paid)[min(self.clients_per_step, len(nodes)) - 1]
-        return [node for node, count in zip(nodes, paid, strict=True) if count <= boundary]
+        boundary = sorted(paid)[min(m, len(nodes)) - 1]
+        candidates = [node for node, count in zip(nodes, paid, strict=True) if count <= boundary]
+        unknown = [node for node in candidates if self.identities.client_of(node) is None]
+        return [node for node in candidates if node not in unknown[m:]]
 
     def _paid(self, nodes: list[int]) -> list[int]:
         return [
@@ -124,21 +129,26 @@ class GSWGANStrategy(ServerScoredStrategy):
             "batch-size": config.batch_size,
         }
 
-    def record_sent(self, nodes: list[int], ledger: PrivacyLedger | None = None) -> None:
+    def record_sent(self, nodes: list[int]) -> None:
         """Every query is paid when sent, at the asked sigma and the batch sent, and the step
-        counts for the trusted-sampler figure: a reply lost to a timeout or a crash stays paid.
-        ``ledger``: where to record (default: the run's; a copy to look one step ahead)."""
-        ledger = self.ledger if ledger is None else ledger
+        counts for the trusted-sampler figure: a reply lost to a timeout or a crash stays paid."""
+        self.charge(nodes, self.ledger)
         config = self.trainer.config
-        sigma, batch = config.noise_multiplier, config.batch_size
-        query = gswgan_query_event(sigma, batch)
+        self.ledger.record_step(
+            len(nodes), self._population, config.noise_multiplier, config.batch_size
+        )
+
+    def charge(self, nodes: list[int], ledger: PrivacyLedger) -> None:
+        """One query to each node's client in ``ledger`` (the run's, or a copy of it to look
+        one step ahead)."""
+        config = self.trainer.config
+        query = gswgan_query_event(config.noise_multiplier, config.batch_size)
         for node in nodes:
             client = self.identities.client_of(node)
             if client is None:
                 ledger.record_unattributed(self.identities.label(node), query)
             else:
                 ledger.record(client, query)
-        ledger.record_step(len(nodes), self._population, sigma, batch)
 
     def _learn(self, reply: Message) -> None:
         """Bind the reply's node to its client (its unattributed queries become that client's)."""

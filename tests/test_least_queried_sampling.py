@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from flower_apps import simulate
@@ -146,18 +147,46 @@ def _epsilon_after(queries: int, config: RunConfig) -> float:
     return ledger.epsilon_untrusted("writer", config.delta, config.accountant)
 
 
-def test_least_queried_candidates_are_the_fewest_paid_and_their_ties(tmp_path: Path) -> None:
+def test_the_worst_case_of_the_next_step_is_its_candidates_and_m_unknown_ones(
+    tmp_path: Path,
+) -> None:
     config = RunConfig.from_user_config(
-        SMALL, {"run-dir": str(tmp_path), "clients-per-step": 2, "client-sampling": "least-queried"}
+        SMALL, {"run-dir": str(tmp_path), "clients-per-step": 3, "client-sampling": "least-queried"}
     )
     run = GSWGANRun(config)
+    run.identities._clients = {2: "writer-2", 3: "writer-3", 4: "writer-4"}
     query_event = gswgan_query_event(config.noise_multiplier, config.batch_size)
-    for node, paid in {1: 0, 2: 1, 3: 1, 4: 2}.items():
+    for node, paid in {2: 1, 3: 1, 4: 2}.items():
         for _ in range(paid):
-            run.ledger.record_unattributed(run.identities.label(node), query_event)
-    # two to ask: node 1 (0 paid) and one of the tied nodes 2 and 3 (1 paid); never node 4
-    assert run.strategy.least_queried_candidates([1, 2, 3, 4]) == [1, 2, 3]
-    assert run.strategy.least_queried_candidates([1, 4]) == [1, 4]
+            run.ledger.record(f"writer-{node}", query_event)
+    # nodes 1, 5, 6, 7 unattributed with nothing paid: the step asks 3 of the 0-paid nodes, so
+    # 3 unattributed queries at most; node 4 (2 paid) is never asked, nor are 2 and 3 (1 paid)
+    assert run.strategy.least_queried_worst_case([1, 2, 3, 4, 5, 6, 7]) == [1, 5, 6]
+    # only 1 and 5 at 0: the third query goes to one of the tied writers 2 and 3
+    assert run.strategy.least_queried_worst_case([1, 2, 3, 4, 5]) == [1, 2, 3, 5]
+
+
+def test_the_target_stop_looks_at_the_clients_least_queried_can_ask(tmp_path: Path) -> None:
+    """Writers 1-3 paid 2 queries, writer 4 one; a target between 2 and 3 queries' epsilon. The
+    next least-queried step asks node 4 (still within the target): go on. Uniform sampling
+    might ask node 1: stop. After node 4's second query every node would pass: stop."""
+    base = RunConfig.from_user_config(SMALL)
+    target = (_epsilon_after(2, base) + _epsilon_after(3, base)) / 2
+    settings = {"run-dir": str(tmp_path), "clients-per-step": 1, "target-epsilon": target}
+    grid = SimpleNamespace(get_node_ids=lambda: [1, 2, 3, 4])  # the one call the check makes
+    runs = {}
+    for rule in ("least-queried", "uniform"):
+        run = GSWGANRun(RunConfig.from_user_config(SMALL, settings | {"client-sampling": rule}))
+        run.strategy._population = 4
+        run.identities._clients = {n: f"writer-{n}" for n in range(1, 5)}  # replies named them
+        for node, paid in {1: 2, 2: 2, 3: 2, 4: 1}.items():
+            for _ in range(paid):
+                run.strategy.record_sent([node])
+        runs[rule] = run
+    assert not runs["least-queried"].would_pass_target(grid)  # type: ignore[arg-type]
+    assert runs["uniform"].would_pass_target(grid)  # type: ignore[arg-type]
+    runs["least-queried"].strategy.record_sent([4])
+    assert runs["least-queried"].would_pass_target(grid)  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
