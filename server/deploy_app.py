@@ -6,13 +6,16 @@ one reply, so that sleep alone was ~1.5 s of every step on average. ``server_app
 HTTPS request to the SuperLink), and its reply objects are pulled without Flower's 1 s first
 backoff (fedgs.deploy.flower_waits). It begins checking only after most of the shortest recent
 round trip: earlier checks cannot find a reply and each costs the SuperLink CPU that the nodes'
-critics, on the same cores in a local deployment, are waiting for. The ClientApp needs no
+critics, on the same cores in a local deployment, are waiting for. In a local deployment the
+SuperLink rings the run's bell when a reply arrives (fedgs.deploy.doorbell): the grid then
+checks at once, and otherwise every 0.25 s. The ClientApp needs no
 wrapper: see :mod:`fedgs.deploy.superexec` for how its processes start warm.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -20,9 +23,11 @@ from collections.abc import Iterable
 from flwr.app import Context, Message
 from flwr.serverapp import Grid, ServerApp
 
+from fedgs.deploy.doorbell import RUN_BELL_ENV, Doorbell, run_bell
 from fedgs.deploy.flower_waits import shorten_object_pulls
 
 POLL_INTERVAL = 0.05
+BELL_FALLBACK = 0.25  # s between checks when the SuperLink rings for replies
 QUIET_SHARE = 0.8  # of the shortest recent round trip, before the first check for replies
 RECENT_ROUND_TRIPS = 5
 
@@ -31,10 +36,13 @@ class PromptGrid(Grid):
     """Flower's grid, except that ``send_and_receive`` polls every ``interval`` seconds, from
     ``QUIET_SHARE`` of the shortest of the last round trips on."""
 
-    def __init__(self, grid: Grid, interval: float = POLL_INTERVAL) -> None:
+    def __init__(
+        self, grid: Grid, interval: float = POLL_INTERVAL, bell: Doorbell | None = None
+    ) -> None:
         self._grid = grid
         self._interval = interval
         self._round_trips: deque[float] = deque(maxlen=RECENT_ROUND_TRIPS)
+        self._bell = bell
 
     def set_run(self, run):  # type: ignore[no-untyped-def]
         self._grid.set_run(run)
@@ -73,7 +81,10 @@ class PromptGrid(Grid):
             waiting -= {m.metadata.reply_to_message_id for m in received}
             if not waiting or time.monotonic() >= deadline:
                 break
-            time.sleep(self._interval)
+            if self._bell is None:
+                time.sleep(self._interval)
+            else:  # a reply rings it; silence: check again after the fallback
+                self._bell.wait(min(BELL_FALLBACK, max(0.0, deadline - time.monotonic())))
         if not waiting:
             self._round_trips.append(time.monotonic() - started)
         return replies
@@ -87,4 +98,10 @@ def _main(grid: Grid, context: Context) -> None:
     from fedgs.server.app import app
 
     shorten_object_pulls()  # replies' objects are fetched 20 ms, not 1 s, after a miss
-    app(PromptGrid(grid), context)
+    prefix = os.environ.get(RUN_BELL_ENV)
+    bell = Doorbell(run_bell(prefix, grid.run.run_id)) if prefix else None
+    try:
+        app(PromptGrid(grid, bell=bell), context)
+    finally:
+        if bell is not None:
+            bell.close()

@@ -61,8 +61,13 @@ def test_committed_file_is_the_rendering_of_the_topology() -> None:
     )
 
 
+# what compose shares with `fedgs deploy local`: not the launcher's doorbells (they need one host
+# and network namespace) nor its in-memory SuperLink state (compose's SuperLink restarts alone)
+LIKE_COMPOSE = LocalOptions(nodes=2, in_memory_state=False, doorbell=False)
+
+
 def test_every_container_runs_what_the_launcher_runs(document: dict, tmp_path: Path) -> None:
-    launcher = LocalDeployment(tmp_path, LocalOptions(nodes=2)).commands()
+    launcher = LocalDeployment(tmp_path, LIKE_COMPOSE).commands()
     services = document["services"]
     assert set(launcher) <= set(services)
     assert set(services) - set(launcher) == {"register"}  # compose's stand-in for the launcher
@@ -73,11 +78,12 @@ def test_every_container_runs_what_the_launcher_runs(document: dict, tmp_path: P
 def test_clientapp_containers_poll_for_tasks_as_the_local_launcher_does(
     document: dict, tmp_path: Path
 ) -> None:
-    launcher = LocalDeployment(tmp_path, LocalOptions(nodes=2)).env()
+    launcher = LocalDeployment(tmp_path, LIKE_COMPOSE)
     for i in range(2):
-        environment = document["services"][topology.executor_name(i)]["environment"]
+        name = topology.executor_name(i)
+        environment = document["services"][name]["environment"]
         for key, value in topology.WARM_EXECUTOR_ENV.items():
-            assert environment[key] == launcher[key] == value
+            assert environment[key] == launcher.env(name)[key] == value
 
 
 def test_tls_and_node_authentication_are_on(document: dict) -> None:

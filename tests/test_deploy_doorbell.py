@@ -133,19 +133,23 @@ def test_a_warm_deployment_rings_and_polls_only_as_a_fallback(tmp_path: Path) ->
 
 
 class _LinkState:
-    """The two LinkState methods the SuperLink's ring uses: messages for nodes 1 and 2 are
-    stored, for node 3 refused; node 1 has a key, node 2 none (node authentication off)."""
+    """The LinkState methods the SuperLink's rings use: messages for nodes 1 and 2 are stored,
+    for node 3 refused; node 1 has a key, node 2 none (node authentication off); replies of
+    run 5 are stored, of run 6 refused."""
 
     def store_message_ins(self, message: Any) -> str | None:
         return None if message.metadata.dst_node_id == 3 else "message-id"
+
+    def store_message_res(self, message: Any) -> str | None:
+        return None if message.metadata.run_id == 6 else "reply-id"
 
     def get_node_info(self, *, node_ids: list[int]) -> list[SimpleNamespace]:
         keys = {1: b"key-of-node-1", 2: b"", 3: b"key-of-node-3"}
         return [SimpleNamespace(public_key=keys[n]) for n in node_ids]
 
 
-def _message(node_id: int) -> SimpleNamespace:
-    return SimpleNamespace(metadata=SimpleNamespace(dst_node_id=node_id))
+def _message(node_id: int = 0, run_id: int = 0) -> SimpleNamespace:
+    return SimpleNamespace(metadata=SimpleNamespace(dst_node_id=node_id, run_id=run_id))
 
 
 def _rang(bell: doorbell.Doorbell) -> bool:
@@ -168,6 +172,21 @@ def test_the_superlink_rings_the_node_a_message_was_stored_for() -> None:
         assert state.store_message_ins(_message(1)) == "message-id"
         assert _rang(bells[1]) and not _rang(bells[3])
         assert state.store_message_ins(_message(2)) == "message-id"  # no key: no bell, no error
+    finally:
+        for bell in bells.values():
+            bell.close()
+
+
+def test_the_superlink_rings_the_serverapp_of_the_run_a_reply_was_stored_for() -> None:
+    prefix = _name()
+    doorbell.ring_nodes_on_store(prefix, _LinkState)
+    state = _LinkState()
+    bells = {run: doorbell.Doorbell(doorbell.run_bell(prefix, run)) for run in (5, 6)}
+    try:
+        assert state.store_message_res(_message(run_id=6)) is None
+        assert not _rang(bells[6])
+        assert state.store_message_res(_message(run_id=5)) == "reply-id"
+        assert _rang(bells[5]) and not _rang(bells[6])
     finally:
         for bell in bells.values():
             bell.close()
@@ -206,7 +225,8 @@ def test_link_patches_refused_on_other_internals(tmp_path: Path) -> None:
 
 def test_link_patches_apply_to_the_installed_flower(monkeypatch: pytest.MonkeyPatch) -> None:
     for state_class in (InMemoryLinkState, SqlLinkState):
-        monkeypatch.setattr(state_class, "store_message_ins", state_class.store_message_ins)
+        for method in ("store_message_ins", "store_message_res"):
+            monkeypatch.setattr(state_class, method, getattr(state_class, method))
     monkeypatch.setattr(start_client_internal, "time", start_client_internal.time)
     doorbell.ring_nodes_on_store(_name())
     bell = doorbell.wake_on_link_ring(_name(), b"key")
@@ -220,9 +240,12 @@ def test_the_link_rings_only_nodes_with_keys(tmp_path: Path) -> None:
     commands = authenticated.commands()
     assert f"--node-doorbells={prefix}" in commands[topology.SUPERLINK]
     assert f"--link-doorbell={prefix}" in commands[topology.node_name(0)]
+    serverapp_env = authenticated.env(topology.SERVERAPP_EXECUTOR)
+    assert serverapp_env[doorbell.RUN_BELL_ENV] == prefix
     insecure = LocalOptions(nodes=1, security=Security(tls=False, node_auth=False))
     open_deployment = LocalDeployment(tmp_path / "insecure", insecure)
     assert open_deployment.link_doorbells is None
+    assert doorbell.RUN_BELL_ENV not in open_deployment.env(topology.SERVERAPP_EXECUTOR)
     assert open_deployment.doorbell_name(0) is not None  # the node still rings its SuperExec
     args = [arg for argv in open_deployment.commands().values() for arg in argv]
     assert not any(arg.startswith(("--node-doorbells", "--link-doorbell")) for arg in args)

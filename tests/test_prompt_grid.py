@@ -1,13 +1,19 @@
 """The deployed ServerApp's grid: it checks for replies every 50 ms, but only from most of the
-shortest recent round trip on (checks before then cannot find a reply and load the SuperLink)."""
+shortest recent round trip on (checks before then cannot find a reply and load the SuperLink);
+with the run's doorbell, when the SuperLink rings and otherwise every 0.25 s."""
 
 from __future__ import annotations
 
+import threading
 import time
+import uuid
 from collections.abc import Iterable
 from types import SimpleNamespace
 
-from fedgs.server.deploy_app import PromptGrid
+import pytest
+
+from fedgs.deploy import doorbell
+from fedgs.server.deploy_app import BELL_FALLBACK, PromptGrid
 
 
 class _SlowNodes:
@@ -55,3 +61,22 @@ def test_a_timeout_still_ends_the_wait_and_is_not_a_round_trip() -> None:
     nodes.checks = 0
     assert len(list(grid.send_and_receive([object()]))) == 1
     assert nodes.checks >= 3  # no quiet period learnt from the timed-out round
+
+
+@pytest.mark.skipif(not doorbell.available(), reason="abstract sockets: Linux only")
+def test_with_a_bell_the_grid_checks_when_it_rings() -> None:
+    name = uuid.uuid4().hex
+    bell = doorbell.Doorbell(name)
+    try:
+        nodes = _SlowNodes(delay=4 * BELL_FALLBACK)
+        grid = PromptGrid(nodes, bell=bell)  # type: ignore[arg-type]
+        assert len(list(grid.send_and_receive([object()]))) == 1  # silence: the fallback
+        assert 3 <= nodes.checks <= 6  # ~1 s / 0.25 s, not 1 s / 50 ms
+        nodes.delay, nodes.checks = 60, 0
+        grid = PromptGrid(nodes, bell=bell)  # type: ignore[arg-type]
+        threading.Timer(0.5, lambda: (setattr(nodes, "delay", 0), doorbell.ring(name))).start()
+        started = time.monotonic()
+        assert len(list(grid.send_and_receive([object()], timeout=30))) == 1
+        assert time.monotonic() - started < 20  # the ring, not the timeout, ended the wait
+    finally:
+        bell.close()

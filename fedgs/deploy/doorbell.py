@@ -15,7 +15,9 @@ The SuperNode, likewise, pulls the SuperLink for messages every ``EMPTY_PULL_WAI
 the SuperLink and its pull, and the pulls of idle nodes load the SuperLink. With the link's bell
 (node authentication on, so the SuperLink knows each node's public key and the node its own),
 the SuperLink rings the node's bell after it stored a message for it, and the node pulls at
-once; without a ring it pulls after ``LINK_BELL_FALLBACK`` s.
+once; without a ring it pulls after ``LINK_BELL_FALLBACK`` s. The SuperLink also rings the
+run's ServerApp when a reply arrives (``RUN_BELL_ENV`` names the bells' prefix in its
+environment; fedgs.server.deploy_app waits on it between its checks for replies).
 
 A bell is a Linux abstract-namespace Unix datagram socket (no file, no path-length limit;
 reachable only from the same host and network namespace). It carries no data: only the fact
@@ -35,6 +37,7 @@ from typing import Any
 from fedgs.deploy.flower_waits import require
 
 LINK_BELL_FALLBACK = 1.0  # s between a SuperNode's pulls when its bell stays silent
+RUN_BELL_ENV = "FEDGS_RUN_DOORBELLS"  # the bells' prefix, in the ServerApp's environment
 
 
 def available() -> bool:
@@ -64,11 +67,12 @@ class Doorbell:
         self._socket.bind(address(name))
 
     def wait(self, seconds: float) -> None:
-        self._socket.settimeout(seconds)
-        try:
-            self._socket.recv(16)
-        except TimeoutError:
-            return
+        if seconds > 0:
+            self._socket.settimeout(seconds)
+            try:
+                self._socket.recv(16)
+            except TimeoutError:
+                return
         self._socket.setblocking(False)
         try:
             while self._socket.recv(16):  # rings that came meanwhile: one poll answers all
@@ -165,9 +169,15 @@ def wake_on_link_ring(prefix: str, public_key: bytes, module: ModuleType | None 
     return doorbell
 
 
+def run_bell(prefix: str, run_id: int) -> str:
+    """The bell of run ``run_id``'s ServerApp, which waits for its replies."""
+    return f"{prefix}-run-{run_id}"
+
+
 def ring_nodes_on_store(prefix: str, *state_classes: type) -> None:
     """Make the SuperLink ring a node's bell each time its LinkState stored a message for that
-    node (``state_classes``: Flower's in-memory and SQLite LinkStates unless given)."""
+    node, and the run's ServerApp's bell each time it stored a reply (``state_classes``:
+    Flower's in-memory and SQLite LinkStates unless given)."""
     if not state_classes:
         from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkState
         from flwr.server.superlink.linkstate.sql_linkstate import SqlLinkState
@@ -175,14 +185,16 @@ def ring_nodes_on_store(prefix: str, *state_classes: type) -> None:
         state_classes = (InMemoryLinkState, SqlLinkState)
     for state_class in state_classes:
         require(
-            callable(getattr(state_class, "store_message_ins", None))
-            and callable(getattr(state_class, "get_node_info", None)),
-            f"{state_class.__name__} has store_message_ins and get_node_info",
+            all(
+                callable(getattr(state_class, method, None))
+                for method in ("store_message_ins", "store_message_res", "get_node_info")
+            ),
+            f"{state_class.__name__} has store_message_ins, store_message_res, get_node_info",
         )
     for state_class in state_classes:
-        store = state_class.store_message_ins
+        store_query, store_reply = state_class.store_message_ins, state_class.store_message_res
 
-        def store_and_ring(self: Any, message: Any, _store: Any = store) -> Any:
+        def query_and_ring(self: Any, message: Any, _store: Any = store_query) -> Any:
             message_id = _store(self, message)
             if message_id is not None:
                 for node in self.get_node_info(node_ids=[message.metadata.dst_node_id]):
@@ -190,4 +202,11 @@ def ring_nodes_on_store(prefix: str, *state_classes: type) -> None:
                         ring(node_bell(prefix, node.public_key))
             return message_id
 
-        state_class.store_message_ins = store_and_ring
+        def reply_and_ring(self: Any, message: Any, _store: Any = store_reply) -> Any:
+            message_id = _store(self, message)
+            if message_id is not None:
+                ring(run_bell(prefix, message.metadata.run_id))
+            return message_id
+
+        state_class.store_message_ins = query_and_ring
+        state_class.store_message_res = reply_and_ring

@@ -192,6 +192,8 @@ class LocalDeployment:
         fast_poll = self.options.warm and not self.doorbells
         if fast_poll and component != topology.SERVERAPP_EXECUTOR:
             extra |= topology.WARM_EXECUTOR_ENV
+        if component == topology.SERVERAPP_EXECUTOR and self.link_doorbells:
+            extra[doorbell.RUN_BELL_ENV] = self.link_doorbells  # its ServerApps wait on bells
         if self.options.threads > 0:
             extra["OMP_NUM_THREADS"] = str(self.options.threads)
         return {**os.environ, **topology.environment(extra)}
