@@ -4,15 +4,15 @@ patches refuse Flower internals they were not written for."""
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 import time
 import uuid
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from fake_modules import module_from_source
 from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkState
 from flwr.server.superlink.linkstate.sql_linkstate import SqlLinkState
 from flwr.supercore.superexec import run_superexec
@@ -28,16 +28,6 @@ pytestmark = pytest.mark.skipif(not doorbell.available(), reason="abstract socke
 
 def _name() -> str:
     return uuid.uuid4().hex
-
-
-def _module(tmp_path: Path, source: str) -> ModuleType:
-    path = tmp_path / "fake_flower_module.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("fake_flower_module", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_a_ring_wakes_the_waiter_and_silence_lets_it_sleep() -> None:
@@ -74,7 +64,7 @@ def test_the_supernode_rings_when_it_stored_a_message_and_pulls_its_objects(
         "    obj_contents = pull_objects([message])\n    return obj_contents\n\n"
         "def idle():\n    return None\n"
     )
-    module = _module(tmp_path, source)
+    module = module_from_source(tmp_path, source)
     name = _name()
     bell = doorbell.Doorbell(name)
     try:
@@ -95,10 +85,10 @@ def test_the_supernode_rings_when_it_stored_a_message_and_pulls_its_objects(
 
 
 def test_patches_refused_on_other_internals(tmp_path: Path) -> None:
-    no_pull = _module(tmp_path, "def loop():\n    return None\n")
+    no_pull = module_from_source(tmp_path, "def loop():\n    return None\n")
     with pytest.raises(FlowerInternalsChanged, match="pull_objects"):
         doorbell.ring_on_arrival(_name(), no_pull)
-    other_sleep = _module(tmp_path, "import time\n\ndef loop():\n    time.sleep(1)\n")
+    other_sleep = module_from_source(tmp_path, "import time\n\ndef loop():\n    time.sleep(1)\n")
     with pytest.raises(FlowerInternalsChanged, match="task_poll_interval"):
         doorbell.answer_rings(_name(), other_sleep)
     assert other_sleep.time is time
@@ -197,7 +187,7 @@ def test_the_supernode_pulls_when_its_bell_rings(tmp_path: Path) -> None:
         "import time\n\ndef empty_pull():\n    time.sleep(3)\n\n"
         "def other():\n    time.sleep(0.01)\n"
     )
-    module = _module(tmp_path, source)
+    module = module_from_source(tmp_path, source)
     prefix = _name()
     bell = doorbell.wake_on_link_ring(prefix, b"node-key", module)
     try:
@@ -215,7 +205,7 @@ def test_the_supernode_pulls_when_its_bell_rings(tmp_path: Path) -> None:
 
 
 def test_link_patches_refused_on_other_internals(tmp_path: Path) -> None:
-    other_sleep = _module(tmp_path, "import time\n\ndef loop():\n    time.sleep(1)\n")
+    other_sleep = module_from_source(tmp_path, "import time\n\ndef loop():\n    time.sleep(1)\n")
     with pytest.raises(FlowerInternalsChanged, match="sleeps 3 s"):
         doorbell.wake_on_link_ring(_name(), b"key", other_sleep)
     assert other_sleep.time is time

@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from fake_modules import module_from_source
 from flwr.supercore.inflatable import inflatable_utils
 from flwr.supernode import start_client_internal
 
 from fedgs.deploy import flower_waits
 
 
-def _module(tmp_path: Path, source: str) -> ModuleType:
-    path = tmp_path / "fake_flower_module.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("fake_flower_module", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_supernode_waits_refused_without_the_expected_sleeps(tmp_path: Path) -> None:
-    module = _module(tmp_path, "import time\n\ndef loop():\n    time.sleep(1)\n")
+    module = module_from_source(tmp_path, "import time\n\ndef loop():\n    time.sleep(1)\n")
     with pytest.raises(flower_waits.FlowerInternalsChanged, match="time.sleep"):
         flower_waits.shorten_supernode_waits(module)
     assert module.time is time
@@ -35,7 +24,7 @@ def test_supernode_waits_shortened_in_a_module_that_has_them(tmp_path: Path) -> 
     source = (
         "import time\n\ndef empty_pull():\n    time.sleep(3)\n\ndef reply():\n    time.sleep(0.5)\n"
     )
-    module = _module(tmp_path, source)
+    module = module_from_source(tmp_path, source)
     flower_waits.shorten_supernode_waits(module)
     started = time.monotonic()
     module.empty_pull()

@@ -40,6 +40,18 @@ def _paid_after(run: GSWGANRun, nodes: list[int], steps: int) -> list[int]:
     return [run.ledger.paid(None, run.identities.label(node)) for node in nodes]
 
 
+def _least_queried_run(
+    tmp_path: Path, clients_per_step: int, known: dict[int, str]
+) -> tuple[GSWGANRun, RunConfig]:
+    """A least-queried run whose server knows the clients of the ``known`` nodes (their replies
+    named them)."""
+    settings = {"clients-per-step": clients_per_step, "client-sampling": "least-queried"}
+    config = RunConfig.from_user_config(SMALL, {"run-dir": str(tmp_path)} | settings)
+    run = GSWGANRun(config)
+    run.identities._clients = dict(known)
+    return run, config
+
+
 def test_least_queried_choices_keep_every_client_within_one_query(tmp_path: Path) -> None:
     base = RunConfig.from_user_config(
         SMALL, {"run-dir": str(tmp_path), "clients-per-step": 3, "sampling-seed": 4}
@@ -55,11 +67,7 @@ def test_least_queried_choices_keep_every_client_within_one_query(tmp_path: Path
 def test_least_queried_counts_a_known_clients_queries_and_breaks_ties_at_random(
     tmp_path: Path,
 ) -> None:
-    config = RunConfig.from_user_config(
-        SMALL, {"run-dir": str(tmp_path), "clients-per-step": 2, "client-sampling": "least-queried"}
-    )
-    run = GSWGANRun(config)
-    run.identities._clients = {7: "writer-a"}  # node 7's reply named its client earlier
+    run, config = _least_queried_run(tmp_path, 2, {7: "writer-a"})  # 7's reply named it
     query_event = gswgan_query_event(config.noise_multiplier, config.batch_size)
     run.ledger.record("writer-a", query_event)  # writer-a paid one query
     run.ledger.record_unattributed(run.identities.label(8), query_event)  # node 8 paid one
@@ -150,11 +158,7 @@ def _epsilon_after(queries: int, config: RunConfig) -> float:
 def test_the_worst_case_of_the_next_step_is_its_candidates_and_m_unknown_ones(
     tmp_path: Path,
 ) -> None:
-    config = RunConfig.from_user_config(
-        SMALL, {"run-dir": str(tmp_path), "clients-per-step": 3, "client-sampling": "least-queried"}
-    )
-    run = GSWGANRun(config)
-    run.identities._clients = {2: "writer-2", 3: "writer-3", 4: "writer-4"}
+    run, config = _least_queried_run(tmp_path, 3, {n: f"writer-{n}" for n in (2, 3, 4)})
     query_event = gswgan_query_event(config.noise_multiplier, config.batch_size)
     for node, paid in {2: 1, 3: 1, 4: 2}.items():
         for _ in range(paid):
