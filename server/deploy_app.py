@@ -8,8 +8,8 @@ backoff (fedgs.deploy.flower_waits). It begins checking only after most of the s
 round trip: earlier checks cannot find a reply and each costs the SuperLink CPU that the nodes'
 critics, on the same cores in a local deployment, are waiting for. In a local deployment the
 SuperLink rings the run's bell when a reply arrives (fedgs.deploy.doorbell): the grid then
-checks at once, and otherwise every 0.25 s. The ClientApp needs no
-wrapper: see :mod:`fedgs.deploy.superexec` for how its processes start warm.
+checks at once, and otherwise every 0.25 s. The ClientApp needs no wrapper: see
+:mod:`fedgs.deploy.superexec` for how its processes start warm.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ RECENT_ROUND_TRIPS = 5
 
 
 class PromptGrid(Grid):
-    """Flower's grid, except that ``send_and_receive`` polls every ``interval`` seconds, from
-    ``QUIET_SHARE`` of the shortest of the last round trips on."""
+    """Flower's grid, except that ``send_and_receive`` polls every ``interval`` seconds (with
+    the run's ``bell``: when it rings, else every ``BELL_FALLBACK`` s), from ``QUIET_SHARE`` of
+    the shortest of the last round trips on."""
 
     def __init__(
         self, grid: Grid, interval: float = POLL_INTERVAL, bell: Doorbell | None = None

@@ -21,7 +21,9 @@ environment; fedgs.server.deploy_app waits on it between its checks for replies)
 
 A bell is a Linux abstract-namespace Unix datagram socket (no file, no path-length limit;
 reachable only from the same host and network namespace). It carries no data: only the fact
-that a message arrived, which the SuperNode's own SuperExec learns from its next poll anyway.
+that a message arrived, which the waiter learns from its next poll anyway. Any process on the
+host may ring a bell: a ring makes the waiter poll once, nothing more. Names carry the
+deployment's random marker, so no other process can take a bell's name before it is bound.
 """
 
 from __future__ import annotations

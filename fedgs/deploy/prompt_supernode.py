@@ -1,9 +1,9 @@
 """``python -m fedgs.deploy.prompt_supernode``: ``flower-supernode`` (same arguments) with the
 shorter fixed waits of :mod:`fedgs.deploy.flower_waits`, so a message reaches the node, and its
-reply the SuperLink, without Flower's 3 s / 0.5 s / 1 s pauses. ``--doorbell NAME`` (first, or
-anywhere): ring that bell when a message has arrived (:mod:`fedgs.deploy.doorbell`), so the
-node's SuperExec need not poll for it. ``--link-doorbell PREFIX`` (with node authentication):
-pull the SuperLink when it rings this node's bell, instead of every 0.25 s."""
+reply the SuperLink, without Flower's 3 s / 0.5 s / 1 s pauses. ``--doorbell NAME``: ring that
+bell when a message has arrived (:mod:`fedgs.deploy.doorbell`), so the node's SuperExec need
+not poll for it. ``--link-doorbell PREFIX`` (with node authentication): pull the SuperLink when
+it rings this node's bell, instead of every 0.25 s."""
 
 from __future__ import annotations
 
