@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fedgs.cli import main
-from fedgs.deploy import topology
+from fedgs.deploy import doorbell, topology
 from fedgs.deploy.launcher import LocalDeployment, LocalOptions
 
 
@@ -28,9 +28,15 @@ def test_negative_threads_is_a_usage_error(tmp_path: Path, capsys: pytest.Captur
     assert not (tmp_path / "d").exists()  # refused before anything starts
 
 
-def test_only_the_warm_deployment_polls_for_tasks_every_50_ms(tmp_path: Path) -> None:
-    warm = LocalDeployment(tmp_path, LocalOptions()).env()
-    cold = LocalDeployment(tmp_path, LocalOptions(warm=False)).env()
+def test_only_a_warm_deployment_without_doorbells_polls_for_tasks_every_50_ms(
+    tmp_path: Path,
+) -> None:
+    executor = topology.executor_name(0)
+    polling = LocalDeployment(tmp_path, LocalOptions(doorbell=False)).env(executor)
+    ringing = LocalDeployment(tmp_path, LocalOptions()).env(executor)
+    cold = LocalDeployment(tmp_path, LocalOptions(warm=False)).env(executor)
     for key, value in topology.WARM_EXECUTOR_ENV.items():
-        assert warm[key] == value
+        assert polling[key] == value
         assert cold.get(key) is None  # Flower's default (1 s), as --cold promises
+        # with doorbells, Flower's 1 s is only the fallback (tests/test_deploy_doorbell.py)
+        assert ringing.get(key) == (None if doorbell.available() else value)
