@@ -67,17 +67,18 @@ class GSWGANRun(FederatedRun):
 
     def would_pass_target(self, grid: Grid) -> bool:
         """Whether one more step could take the run epsilon past the target. Least-queried
-        sampling: the worst the rule's next step can charge, on a copy of the ledger (the rule
-        is public, so its choice may decide the stop). Uniform sampling: the worst
-        case, the most-queried client asked again; the secret draw must not decide the stop,
-        or the stop would tell who was drawn."""
+        sampling: the worst the rule's next step can charge, on a copy of the ledger, its
+        replies assumed to arrive (the rule is public, so its choice may decide the stop).
+        Uniform sampling: the worst case, the most-queried client asked again; the secret draw
+        must not decide the stop, or the stop would tell who was drawn."""
         target, c = self.config.target_epsilon, self.config
         if target <= 0:
             return False
         if c.client_sampling == LEAST_QUERIED:
             probe = PrivacyLedger.from_json(self.ledger.to_json())
             nodes = sorted(grid.get_node_ids())
-            self.strategy.charge(self.strategy.least_queried_worst_case(nodes), probe)
+            worst_case = self.strategy.least_queried_worst_case(nodes)
+            self.strategy.charge(worst_case, probe, answered=True)
             return probe.epsilon_untrusted_max(c.delta, c.accountant)[0] > target
         _, worst = self.ledger.epsilon_untrusted_max(c.delta, c.accountant)
         client = worst if worst is not None else "any"
