@@ -91,14 +91,15 @@ class GSWGANStrategy(ServerScoredStrategy):
     def least_queried_worst_case(self, nodes: list[int]) -> list[int]:
         """Nodes whose one more query each bounds what the next least-queried step can charge:
         the rule asks m of the nodes at or below the m-th fewest paid queries (any of a tie),
-        so every such node whose client is known, and m of those whose client is not yet (an
-        unattributed query counts for every client, so m is the most a step adds there)."""
+        so every such node whose client is known, and m of those whose client is not yet (a
+        step asks m nodes at most)."""
         m = self.clients_per_step
         paid = self._paid(nodes)
         boundary = sorted(paid)[min(m, len(nodes)) - 1]
         candidates = [node for node, count in zip(nodes, paid, strict=True) if count <= boundary]
         unknown = [node for node in candidates if self.identities.client_of(node) is None]
-        return [node for node in candidates if node not in unknown[m:]]
+        beyond_m = set(unknown[m:])  # a set: this runs every step, over every node
+        return [node for node in candidates if node not in beyond_m]
 
     def _paid(self, nodes: list[int]) -> list[int]:
         return [

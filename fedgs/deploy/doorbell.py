@@ -36,7 +36,7 @@ import time
 from types import ModuleType
 from typing import Any
 
-from fedgs.deploy.flower_waits import require
+from fedgs.deploy.flower_waits import SleepsReplaced, require
 
 LINK_BELL_FALLBACK = 1.0  # s between a SuperNode's pulls when its bell stays silent
 RUN_BELL_ENV = "FEDGS_RUN_DOORBELLS"  # the bells' prefix, in the ServerApp's environment
@@ -86,19 +86,6 @@ class Doorbell:
         self._socket.close()
 
 
-class _WaitForBell:
-    """The ``time`` module as Flower's SuperExec loop sees it, its sleep waiting for a ring."""
-
-    def __init__(self, doorbell: Doorbell) -> None:
-        self._doorbell = doorbell
-
-    def sleep(self, seconds: float) -> None:
-        self._doorbell.wait(seconds)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-
 def answer_rings(name: str, module: ModuleType | None = None) -> Doorbell:
     """Make the SuperExec's task loop (``flwr.supercore.superexec.run_superexec`` unless
     ``module`` is given) wait for bell ``name`` instead of sleeping its poll interval."""
@@ -110,7 +97,7 @@ def answer_rings(name: str, module: ModuleType | None = None) -> Doorbell:
         f"{module.__name__} sleeps time.sleep(task_poll_interval) between polls",
     )
     doorbell = Doorbell(name)
-    module.time = _WaitForBell(doorbell)  # type: ignore[attr-defined]
+    module.time = SleepsReplaced(doorbell.wait)  # type: ignore[attr-defined]
     return doorbell
 
 
@@ -142,23 +129,6 @@ def node_bell(prefix: str, public_key: bytes) -> str:
     return f"{prefix}-node-{hashlib.sha256(public_key).hexdigest()[:16]}"
 
 
-class _SleepOrBell:
-    """The ``time`` module as the SuperNode's loop sees it: its empty-pull sleep waits for the
-    bell instead (at most ``LINK_BELL_FALLBACK`` s); every other sleep is ``previous``'s."""
-
-    def __init__(self, doorbell: Doorbell, previous: Any, empty_pull: float) -> None:
-        self._doorbell, self._previous, self._empty_pull = doorbell, previous, empty_pull
-
-    def sleep(self, seconds: float) -> None:
-        if seconds == self._empty_pull:
-            self._doorbell.wait(LINK_BELL_FALLBACK)
-        else:
-            self._previous.sleep(seconds)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._previous, name)
-
-
 def wake_on_link_ring(prefix: str, public_key: bytes, module: ModuleType | None = None) -> Doorbell:
     """Make the SuperNode's loop (``flwr.supernode.start_client_internal`` unless ``module`` is
     given) wait for its bell after a pull that found nothing, instead of sleeping."""
@@ -167,7 +137,15 @@ def wake_on_link_ring(prefix: str, public_key: bytes, module: ModuleType | None 
     require("time.sleep(3)" in inspect.getsource(module), f"{module.__name__} sleeps 3 s")
     require(hasattr(module, "time"), f"{module.__name__} imports time")
     doorbell = Doorbell(node_bell(prefix, public_key))
-    module.time = _SleepOrBell(doorbell, module.time, 3)  # type: ignore[attr-defined]
+    previous = module.time
+
+    def sleep(seconds: float) -> None:  # Flower's empty-pull sleep waits for the bell instead
+        if seconds == 3:
+            doorbell.wait(LINK_BELL_FALLBACK)
+        else:
+            previous.sleep(seconds)
+
+    module.time = SleepsReplaced(sleep, previous)  # type: ignore[attr-defined]
     return doorbell
 
 

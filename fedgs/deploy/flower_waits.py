@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import inspect
 import time
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 from flwr.supercore.version import package_version
 
@@ -35,17 +37,23 @@ class FlowerInternalsChanged(RuntimeError):
     """The installed Flower lacks an internal that a wait patch replaces."""
 
 
-class _ShortSleeps:
-    """The ``time`` module as one Flower module sees it, with some fixed sleeps replaced."""
+class SleepsReplaced:
+    """The ``time`` module as one Flower module sees it (``previous``: what it saw before),
+    its ``sleep`` replaced by ``sleep``; every other name is ``previous``'s."""
+
+    def __init__(self, sleep: Callable[[float], None], previous: Any = time) -> None:
+        self.sleep = sleep
+        self._previous = previous
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._previous, name)
+
+
+class _ShortSleeps(SleepsReplaced):
+    """``time`` with some fixed sleeps shortened (``replacements``: Flower's s -> ours)."""
 
     def __init__(self, replacements: dict[float, float]) -> None:
-        self._replacements = replacements
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(self._replacements.get(seconds, seconds))
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(time, name)
+        super().__init__(lambda seconds: time.sleep(replacements.get(seconds, seconds)))
 
 
 def require(condition: bool, what: str) -> None:
