@@ -116,6 +116,15 @@ class RunConfig:
             "as in the paper"
         },
     )
+    diversity_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "gswgan: weight of the mode-seeking term (Mao et al. 2019) in G's loss: "
+            "distinct latents of one label pushed to distinct images, against one prototype per "
+            "class (server-side, no client data, no privacy cost); 0 = off, as in the paper"
+        },
+    )
+    z_dim: int = field(default=10, metadata={"help": "gswgan: latent dimension of G (its z)"})
     lr_generator: float = field(default=1e-4, metadata={"help": "Adam learning rate of G"})
     lr_critic: float = field(
         default=1e-4, metadata={"help": "Adam learning rate of each private critic"}
@@ -307,10 +316,16 @@ class RunConfig:
             raise ValueError(
                 f"public-pretrain-steps must be >= 0, got {self.public_pretrain_steps}"
             )
-        if self.public_pretrain_steps > 0 and self.strategy != "gswgan":
-            raise ValueError(
-                f"public-pretrain-steps is implemented for gswgan only, not {self.strategy!r}"
-            )
+        gswgan_only = {
+            "public-pretrain-steps": self.public_pretrain_steps > 0,
+            "diversity-weight": self.diversity_weight != 0,
+            "z-dim": self.z_dim != 10,
+        }
+        for key, is_set in gswgan_only.items():
+            if is_set and self.strategy != "gswgan":
+                raise ValueError(f"{key} is implemented for gswgan only, not {self.strategy!r}")
+        if self.strategy == "gswgan":
+            self.gswgan()  # its own checks (diversity-weight >= 0, z-dim > 0, ...)
         if self.client_sampling not in CLIENT_SAMPLING_RULES:
             raise ValueError(
                 f"unknown client-sampling {self.client_sampling!r} "
@@ -355,6 +370,8 @@ class RunConfig:
             clip_norm=self.clip_norm,
             gradient_smoothing=self.gradient_smoothing,
             label_mismatch_weight=self.label_mismatch_weight,
+            diversity_weight=self.diversity_weight,
+            z_dim=self.z_dim,
             lr_generator=self.lr_generator,
             lr_critic=self.lr_critic,
             generator_width=self.generator_width,

@@ -6,7 +6,8 @@ The critic minimises  mean D(fake) - mean D(real) + gp * mean((||grad D(x_hat)||
 label scored as fakes (the matching-aware discriminator of Reed et al., 2016), which teaches a
 critic its labels from its own data before the fakes look real. The generator's signal is
 the per-sample upstream gradient d(-D(x_i, y_i)) / d x_i: a 784-vector per sample, never a
-gradient w.r.t. any parameter.
+gradient w.r.t. any parameter. G may add the data-free mode-seeking term of Mao et al. (2019),
+which needs no critic and so costs no privacy.
 """
 
 from __future__ import annotations
@@ -87,3 +88,23 @@ def generator_upstream_gradient(
     samples = fake.detach().requires_grad_(True)
     (grads,) = torch.autograd.grad(-critic(samples, labels).sum(), samples)
     return grads.flatten(1)
+
+
+def mode_seeking_loss(
+    images: torch.Tensor, latents: torch.Tensor, epsilon: float = 1e-5
+) -> torch.Tensor:
+    """1 / (mean |x_1 - x_2| / mean |z_1 - z_2| + eps) over the pairs (row i, row i + N/2).
+
+    The pairs share a label and differ in z (the caller draws them so): minimising this pushes
+    G to map distinct latents to distinct images of one class, against the one prototype per
+    class a noisy critic signal favours (MSGAN's loss, with its batch means).
+    """
+    if images.shape[0] != latents.shape[0] or images.shape[0] % 2:
+        raise ValueError(
+            f"need an even number of paired rows, got {images.shape[0]} images and "
+            f"{latents.shape[0]} latents"
+        )
+    x1, x2 = images.chunk(2)
+    z1, z2 = latents.chunk(2)
+    ratio = (x1 - x2).abs().mean() / (z1 - z2).abs().mean()
+    return 1.0 / (ratio + epsilon)

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from fedgs.models import ConditionalResNetGenerator, make_ema
+from fedgs.models import ConditionalResNetGenerator, make_ema, mode_seeking_loss
 from fedgs.training.hparams import GSWGANConfig
 from fedgs.training.smoothing import smooth_images
 
@@ -49,7 +49,7 @@ class GeneratorTrainer:
         self.optimizer = torch.optim.Adam(
             self.generator.parameters(), lr=config.lr_generator, betas=(config.beta1, config.beta2)
         )
-        self._pending: torch.Tensor | None = None
+        self._pending: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def restart_from_generator(self) -> None:
         """Make G's current weights the starting point: a fresh EMA copy of them and fresh Adam
@@ -67,17 +67,32 @@ class GeneratorTrainer:
         y = torch.randint(self.num_classes, (count,), generator=self.rng)
         return z.to(self.device), y.to(self.device)
 
+    def paired_latent(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """As :meth:`latent`, the second half's labels those of the first (``count`` even): the
+        pairs (i, i + count/2) of the mode-seeking term; each half's labels stay uniform."""
+        z = torch.randn(count, self.config.z_dim, generator=self.rng)
+        y = torch.randint(self.num_classes, (count // 2,), generator=self.rng).repeat(2)
+        return z.to(self.device), y.to(self.device)
+
     def propose(self, num_clients: int) -> list[GeneratorQuery]:
-        """Fresh fake batches for each client; keeps the graph of every client's answer batch."""
+        """Fresh fake batches for each client; keeps the graph of every client's answer batch
+        (drawn in label-sharing pairs when the mode-seeking term is on)."""
         b, n_dis = self.config.batch_size, self.config.critic_steps
         self.generator.train()
         with torch.no_grad():
             z, y = self.latent(num_clients * (n_dis - 1) * b)
             warmup = self.generator(z, y).split(b) if n_dis > 1 else ()
             warmup_labels = y.split(b) if n_dis > 1 else ()
-        z, y = self.latent(num_clients * b)
+        answer_rows = num_clients * b
+        diverse = self.config.diversity_weight > 0
+        if diverse and answer_rows % 2:
+            raise ValueError(
+                f"the mode-seeking term pairs the answer rows: clients per step x batch size "
+                f"must be even, got {num_clients} x {b}"
+            )
+        z, y = self.paired_latent(answer_rows) if diverse else self.latent(answer_rows)
         answer_batch = self.generator(z, y)
-        self._pending = answer_batch
+        self._pending = (answer_batch, z)
         queries = []
         for k, (x, labels) in enumerate(
             zip(answer_batch.detach().split(b), y.split(b), strict=True)
@@ -90,14 +105,16 @@ class GeneratorTrainer:
 
     def apply(self, gradients: list[torch.Tensor | None]) -> int:
         """Back-propagate the mean of the answered clients' sanitized gradients (blurred when
-        ``gradient_smoothing`` is set: post-processing, no privacy cost); Adam step; EMA.
+        ``gradient_smoothing`` is set: post-processing, no privacy cost), plus the mode-seeking
+        term over the whole answer batch when ``diversity_weight`` is set (no data, no privacy
+        cost); Adam step; EMA.
 
         ``gradients[k]`` is client k's (B, 784) reply, or None when it did not answer (dropped
         replies leave G untouched if no client answered). Returns the number of rows used.
         """
         if self._pending is None:
             raise RuntimeError("apply() called without a pending propose()")
-        answer_batch, self._pending = self._pending, None
+        (answer_batch, latents), self._pending = self._pending, None
         b = self.config.batch_size
         kept = [k for k, g in enumerate(gradients) if g is not None]
         if not kept:
@@ -105,8 +122,12 @@ class GeneratorTrainer:
         outputs = torch.cat([answer_batch[k * b : (k + 1) * b] for k in kept])
         upstream = torch.cat([gradients[k].to(self.device) for k in kept]).view_as(outputs)
         upstream = smooth_images(upstream, self.config.gradient_smoothing)
+        roots, root_gradients = [outputs], [upstream / outputs.shape[0]]
+        if self.config.diversity_weight > 0:
+            roots.append(mode_seeking_loss(answer_batch, latents))
+            root_gradients.append(torch.tensor(self.config.diversity_weight, device=self.device))
         self.optimizer.zero_grad(set_to_none=True)
-        outputs.backward(upstream / outputs.shape[0])
+        torch.autograd.backward(roots, root_gradients)
         self.optimizer.step()
         self.ema.update_parameters(self.generator)
         return int(outputs.shape[0])

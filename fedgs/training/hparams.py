@@ -27,6 +27,8 @@ class GSWGANConfig:
     gradient_smoothing: float = 0.0
     # weight of real images under wrong labels scored as fakes by the critics; 0 = off (the paper)
     label_mismatch_weight: float = 0.0
+    # weight of the server-side mode-seeking term in G's loss (no data, no privacy cost); 0 = off
+    diversity_weight: float = 0.0
 
     def __post_init__(self) -> None:
         positive = (
@@ -42,7 +44,12 @@ class GSWGANConfig:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("noise_multiplier", "gradient_smoothing", "label_mismatch_weight"):
+        for name in (
+            "noise_multiplier",
+            "gradient_smoothing",
+            "label_mismatch_weight",
+            "diversity_weight",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 
