@@ -55,6 +55,9 @@ class Algorithm:
     # the query's ArrayRecords of fake batches (fedgs.protocols.common's format): the client's
     # gate checks each one's batch size against the node policy before anything is decoded
     batch_records: tuple[str, ...] = ("fakes",)
+    # run-config keys only this strategy reads: set away from their defaults under any other
+    # strategy, the run config refuses them (instead of a run that silently ignores them)
+    own_options: tuple[str, ...] = ()
 
     @property
     def warm_started(self) -> bool:
@@ -98,6 +101,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             warm_start_session="fedgs.client.gswgan_session:GSWGANSession",
             update_bytes="fedgs.comm:gswgan_update_bytes",
             paper_bytes=1.50e5,
+            own_options=("public-pretrain-steps", "client-sampling", "diversity-weight", "z-dim"),
         ),
         Algorithm(
             "fedavg-gan",

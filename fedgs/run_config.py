@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
-from fedgs.algorithms import STRATEGIES
+from fedgs.algorithms import ALGORITHMS, STRATEGIES
 from fedgs.privacy.client_sampling import RULES as CLIENT_SAMPLING_RULES
 from fedgs.privacy.client_sampling import UNIFORM
 from fedgs.training.hparams import FedAvgGANConfig, GSWGANConfig
@@ -316,26 +316,14 @@ class RunConfig:
             raise ValueError(
                 f"public-pretrain-steps must be >= 0, got {self.public_pretrain_steps}"
             )
-        gswgan_only = {
-            "public-pretrain-steps": self.public_pretrain_steps > 0,
-            "diversity-weight": self.diversity_weight != 0,
-            "z-dim": self.z_dim != 10,
-        }
-        for key, is_set in gswgan_only.items():
-            if is_set and self.strategy != "gswgan":
-                raise ValueError(f"{key} is implemented for gswgan only, not {self.strategy!r}")
-        if self.strategy == "gswgan":
-            self.gswgan()  # its own checks (diversity-weight >= 0, z-dim > 0, ...)
         if self.client_sampling not in CLIENT_SAMPLING_RULES:
             raise ValueError(
                 f"unknown client-sampling {self.client_sampling!r} "
                 f"(known: {', '.join(CLIENT_SAMPLING_RULES)})"
             )
-        if self.client_sampling != UNIFORM and self.strategy != "gswgan":
-            raise ValueError(
-                f"client-sampling {self.client_sampling!r} is implemented for gswgan only, not "
-                f"{self.strategy!r}"
-            )
+        self._refuse_other_strategies_options()
+        if self.strategy == "gswgan":
+            self.gswgan()  # its own checks (diversity-weight >= 0, z-dim > 0, ...)
         if self.sampling_seed < -1:
             raise ValueError(
                 f"sampling-seed must be -1 (secret) or a seed >= 0, got {self.sampling_seed}"
@@ -345,6 +333,22 @@ class RunConfig:
             raise ValueError(
                 f"unknown wire-dtype {self.wire_dtype!r} (known: {', '.join(WIRE_DTYPES)})"
             )
+
+    def _refuse_other_strategies_options(self) -> None:
+        """A key another strategy owns (fedgs.algorithms), set away from its default: an error
+        rather than a run that silently ignores it."""
+        defaults = RunConfig.__dataclass_fields__
+        for other in ALGORITHMS.values():
+            if other.name == self.strategy:
+                continue
+            for key in other.own_options:
+                name = key.replace("-", "_")
+                if name not in defaults:
+                    raise ValueError(f"strategy {other.name!r} owns an unknown key {key!r}")
+                if getattr(self, name) != defaults[name].default:
+                    raise ValueError(
+                        f"{key} is implemented for {other.name} only, not {self.strategy!r}"
+                    )
 
     def fedavg_gan(self) -> FedAvgGANConfig:
         return FedAvgGANConfig(

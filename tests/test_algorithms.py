@@ -23,6 +23,7 @@ def test_every_entry_is_served_driven_and_reported(name: str) -> None:
     assert served == ((entry.query, WARM_START) if entry.warm_started else (entry.query,))
     assert entry.threat_model in THREAT_MODELS and entry.neighbouring in NEIGHBOURING
     assert entry.noise_key.replace("-", "_") in RunConfig.__dataclass_fields__
+    assert all(k.replace("-", "_") in RunConfig.__dataclass_fields__ for k in entry.own_options)
     assert RunConfig(strategy=name).strategy == name
     budget = NodePolicy.deployment_default(name).epsilon_budget
     assert (budget > 0) == (entry.threat_model == UNTRUSTED_SERVER)
@@ -41,3 +42,20 @@ def test_an_unknown_strategy_names_the_known_ones() -> None:
         algorithm("gan2")
     with pytest.raises(ValueError, match="unknown strategy"):
         RunConfig(strategy="gan2")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("public_pretrain_steps", 10),
+        ("client_sampling", "least-queried"),
+        ("diversity_weight", 1.0),
+        ("z_dim", 32),
+    ],
+)
+def test_a_key_gswgan_owns_is_refused_under_other_strategies(key: str, value: object) -> None:
+    assert getattr(RunConfig(strategy="gswgan", **{key: value}), key) == value
+    for other in STRATEGIES:
+        if other != "gswgan":
+            with pytest.raises(ValueError, match=f"implemented for gswgan only, not '{other}'"):
+                RunConfig(strategy=other, **{key: value})
