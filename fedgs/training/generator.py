@@ -83,14 +83,8 @@ class GeneratorTrainer:
             z, y = self.latent(num_clients * (n_dis - 1) * b)
             warmup = self.generator(z, y).split(b) if n_dis > 1 else ()
             warmup_labels = y.split(b) if n_dis > 1 else ()
-        answer_rows = num_clients * b
-        diverse = self.config.diversity_weight > 0
-        if diverse and answer_rows % 2:
-            raise ValueError(
-                f"the mode-seeking term pairs the answer rows: clients per step x batch size "
-                f"must be even, got {num_clients} x {b}"
-            )
-        z, y = self.paired_latent(answer_rows) if diverse else self.latent(answer_rows)
+        paired = self.config.diversity_weight > 0  # the config ensures an even batch then
+        z, y = (self.paired_latent if paired else self.latent)(num_clients * b)
         answer_batch = self.generator(z, y)
         self._pending = (answer_batch, z)
         queries = []

@@ -52,6 +52,11 @@ class GSWGANConfig:
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.diversity_weight > 0 and self.batch_size % 2:
+            raise ValueError(
+                "the mode-seeking term (diversity_weight) pairs the rows of each fake batch: "
+                f"batch_size must be even, got {self.batch_size}"
+            )
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
