@@ -22,6 +22,7 @@ RECIPE=(--dataset femnist --data-dir "$DATA" --clients 100 --steps "$STEPS" --ra
         --client-sampling least-queried --noise-multiplier 0.5812 --target-epsilon 1000)
 declare -A VARIANTS=(
     [base]=""
+    [ms0.05]="--diversity-weight 0.05"
     [ms1]="--diversity-weight 1"
     [ms1-z32]="--diversity-weight 1 --z-dim 32"
 )
