@@ -61,17 +61,15 @@ class GeneratorTrainer:
             betas=(self.config.beta1, self.config.beta2),
         )
 
-    def latent(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Latent codes and uniform labels: data-independent, so free of privacy cost."""
+    def latent(self, count: int, paired: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Latent codes and uniform labels: data-independent, so free of privacy cost. ``paired``
+        (``count`` even): the second half's labels are the first half's, the pairs (i, i +
+        count/2) of the mode-seeking term."""
         z = torch.randn(count, self.config.z_dim, generator=self.rng)
-        y = torch.randint(self.num_classes, (count,), generator=self.rng)
-        return z.to(self.device), y.to(self.device)
-
-    def paired_latent(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """As :meth:`latent`, the second half's labels those of the first (``count`` even): the
-        pairs (i, i + count/2) of the mode-seeking term; each half's labels stay uniform."""
-        z = torch.randn(count, self.config.z_dim, generator=self.rng)
-        y = torch.randint(self.num_classes, (count // 2,), generator=self.rng).repeat(2)
+        if paired:
+            y = torch.randint(self.num_classes, (count // 2,), generator=self.rng).repeat(2)
+        else:
+            y = torch.randint(self.num_classes, (count,), generator=self.rng)
         return z.to(self.device), y.to(self.device)
 
     def propose(self, num_clients: int) -> list[GeneratorQuery]:
@@ -83,8 +81,8 @@ class GeneratorTrainer:
             z, y = self.latent(num_clients * (n_dis - 1) * b)
             warmup = self.generator(z, y).split(b) if n_dis > 1 else ()
             warmup_labels = y.split(b) if n_dis > 1 else ()
-        paired = self.config.diversity_weight > 0  # the config ensures an even batch then
-        z, y = (self.paired_latent if paired else self.latent)(num_clients * b)
+        # the config ensures an even batch when the mode-seeking term is on
+        z, y = self.latent(num_clients * b, paired=self.config.diversity_weight > 0)
         answer_batch = self.generator(z, y)
         self._pending = (answer_batch, z)
         queries = []
