@@ -4,16 +4,18 @@
 # several epsilons, one after the other; then every run and the controls scored with the
 # evaluation instrument (held-out writers) into one table and one figure.
 #
-# Usage: bash benchmarks/privacy_utility_curve.sh OUT [MINUTES] [SEED]
+# Usage: [ONLY="run ..."] [SCORE=no] bash benchmarks/privacy_utility_curve.sh OUT [MINUTES] [SEED]
 #   OUT/<run>/ (fedgs simulate outputs), OUT/<run>.log, OUT/rows.json, OUT/curve.png + .csv
+#   ONLY: train just these runs (names below); SCORE=no: train only, score later in one
+#   invocation with other seeds (score_run.py accepts run folders of several OUTs).
 # The noise multipliers were planned for a 12-minute budget (about 6.5 minutes of it GS-WGAN's
 # warm start on 2 cores): GS-WGAN, least-queried sampling, for ~650 steps, i.e. 13 queries per
 # client (`fedgs privacy --clients 100 --steps 650 --clients-per-step 2 --batch-size 32 --delta
 # 1e-5 --target-epsilon E --client-sampling least-queried`; untrusted-server epsilon); one
 # uniform-sampling GS-WGAN run at sigma 0.5812 (17 queries of the most-queried client, epsilon
 # 1000) as the lever's comparison; Fed-Avg GAN for 300 rounds of 10 expected clients of 100
-# (trusted-server epsilon, autodp RDP). --target-epsilon stops a run that would pass E before
-# its budget ends. Runs that already have a privacy.json are skipped.
+# (trusted-server epsilon, autodp RDP; z for a target: fedavg_round_event composed 300 times,
+# bisected). --target-epsilon stops a run that would pass E before its budget ends. Runs that already have a privacy.json are skipped.
 set -euo pipefail
 OUT=${1:?usage: privacy_utility_curve.sh OUT [MINUTES] [SEED]}
 MINUTES=${2:-12}
@@ -31,6 +33,9 @@ FEDAVG=(--strategy fedavg-gan --fedavg-models gswgan --checkpoint-every 50)
 run() {
     local name=$1
     shift
+    if [[ -n "${ONLY:-}" && " $ONLY " != *" $name "* ]]; then
+        return
+    fi
     if [[ -f "$OUT/$name/privacy.json" ]]; then
         echo "$name: done already"
         return
@@ -49,6 +54,8 @@ run gs-lq-e10 "${GSWGAN[@]}" "${LEAST[@]}" --noise-multiplier 11.5837 --target-e
 run fa-nodp "${FEDAVG[@]}" --fedavg-noise-multiplier 0
 run gs-lq-e100 "${GSWGAN[@]}" "${LEAST[@]}" --noise-multiplier 2.0127 --target-epsilon 100
 run gs-lq-s0.1 "${GSWGAN[@]}" "${LEAST[@]}" --noise-multiplier 0.1
+run fa-e100 "${FEDAVG[@]}" --fedavg-noise-multiplier 0.5297 --target-epsilon 100
+[[ "${SCORE:-yes}" == no ]] && exit 0
 
 SCORE=(python "$(dirname "$0")/score_run.py" --data-dir "$DATA" --clients 100)
 # the curve: the controls and every run but the uniform-sampling comparison
