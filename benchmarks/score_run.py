@@ -11,7 +11,9 @@ Usage: python benchmarks/score_run.py [RUN_DIR ...] [--clients N] [--samples 100
 Prints the markdown table; --json also writes every row (per-class figures included): a run's
 row carries its epsilon as text and as numbers (epsilon_value, inf for a run without noise;
 threat_model; strategy). --curve draws the privacy-utility figure of every row (runs, controls,
---rows files) with `fedgs report`'s plotting function, PNG and CSV side by side.
+--rows files) with `fedgs report`'s plotting function, PNG and CSV side by side; runs whose
+folders share a name (e.g. OUT_SEED0/gs-e10 and OUT_SEED1/gs-e10) are seeds of one setting: the
+curve goes through their mean and marks each seed.
 --no-controls scores the runs only and --rows adds the rows of earlier --json files, so runs
 scored in batches (and one scoring of the controls) make one table; an earlier file whose
 instrument record differs from this invocation's is refused.
@@ -55,7 +57,7 @@ def privacy_fields(run_dir: str) -> dict:
     model, value = placed if placed else (None, None)
     text = "∞ (no noise: non-private)" if value == math.inf else epsilon_text(run)
     fields = {"epsilon": text, "epsilon_value": value, "threat_model": model}
-    return fields | {"strategy": run.strategy}
+    return fields | {"strategy": run.strategy, "seed": run.setting("seed")}
 
 
 def curve(rows: list[dict], out: Path) -> Path | None:
@@ -121,7 +123,7 @@ def main() -> None:
         print(json.dumps(rows[-1]), flush=True)
     if a.json:
         a.json.write_text(json.dumps({"instrument": instrument.record(), "rows": rows}, indent=1))
-    print(markdown(rows, extra=("epsilon",)))
+    print(markdown(rows, extra=("seed", "epsilon")))
     if a.curve:
         print(f"--curve: {curve(rows, a.curve) or 'nothing to draw (no run with an epsilon)'}")
 

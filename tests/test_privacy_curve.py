@@ -11,10 +11,11 @@ import json
 import math
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pytest
 from evaluation_runs import make_run, without_noise, write_evaluation
 
-from fedgs.evaluation.plots import Control, CurvePoint, privacy_utility
+from fedgs.evaluation.plots import Control, CurvePoint, _curve_panel, privacy_utility
 from fedgs.evaluation.privacy_figures import curve_epsilon, headline
 from fedgs.evaluation.report import write_report
 from fedgs.evaluation.run_files import RunFiles
@@ -64,6 +65,40 @@ def test_curve_csv_is_one_sorted_series_per_strategy_with_controls(tmp_path: Pat
     assert rows[0]["mlp"] == "" and rows[1]["cnn"] == "0.7"
     levels = {r["name"]: float(r["cnn"]) for r in rows[4:] if r["kind"] == "control"}
     assert levels == {n: a for n, a in CONTROLS.items() if n != "flat grey"}
+
+
+def test_seeds_of_one_setting_are_drawn_as_their_mean_and_each_seed() -> None:
+    """Two seeds of gs-e10 (same run name) and two of the no-noise run: the line passes through
+    the mean of each setting, every seed is a dot, the star sits at the non-private mean."""
+    points = [
+        CurvePoint("gs-e10", GSWGAN, "untrusted-server", 10.0, 0.10, None),
+        CurvePoint("gs-e10", GSWGAN, "untrusted-server", 12.0, 0.20, None),
+        CurvePoint("gs-e100", GSWGAN, "untrusted-server", 100.0, 0.30, None),
+        CurvePoint("gs-free", GSWGAN, "untrusted-server", math.inf, 0.50, None),
+        CurvePoint("gs-free", GSWGAN, "untrusted-server", math.inf, 0.70, None),
+    ]
+    fig, ax = plt.subplots()
+    _curve_panel(ax, points, [], "cnn")
+    by_marker = {line.get_marker(): line for line in ax.lines}
+    curve, dots, star = by_marker["o"], by_marker["."], by_marker["*"]
+    assert list(curve.get_xdata()) == [11.0, 100.0]
+    assert list(curve.get_ydata()) == pytest.approx([0.15, 0.30])
+    assert list(dots.get_ydata()) == [0.10, 0.20, 0.30, 0.50, 0.70]
+    assert list(star.get_ydata()) == pytest.approx([0.60])
+    assert "mean of seeds" in curve.get_label()
+    plt.close(fig)
+
+
+def test_one_seed_per_setting_draws_no_dots() -> None:
+    points = [
+        CurvePoint("a", GSWGAN, "untrusted-server", 10.0, 0.10, None),
+        CurvePoint("b", GSWGAN, "untrusted-server", 100.0, 0.30, None),
+    ]
+    fig, ax = plt.subplots()
+    _curve_panel(ax, points, [], "cnn")
+    assert [line.get_marker() for line in ax.lines] == ["o"]
+    assert ax.lines[0].get_label() == GSWGAN
+    plt.close(fig)
 
 
 def test_no_accuracy_draws_nothing(tmp_path: Path) -> None:
@@ -134,6 +169,7 @@ def test_score_run_rows_carry_numbers_and_draw_the_same_curve(tmp_path: Path, ca
     figure = headline(RunFiles.open(run))
     assert fields["epsilon_value"] == figure.epsilon and math.isfinite(fields["epsilon_value"])
     assert (fields["threat_model"], fields["strategy"]) == ("untrusted-server", "gswgan")
+    assert fields["seed"] == 0  # the table tells seeds of one setting apart
     assert fields["epsilon"].startswith(f"{figure.epsilon:.4g} (untrusted-server")
     free = score_run.privacy_fields(str(without_noise(make_run(tmp_path / "f", "fedavg-gan"))))
     assert free["epsilon_value"] == math.inf and free["strategy"] == "fedavg-gan"

@@ -90,7 +90,9 @@ def training_curves(run: RunFiles, stem: Path) -> Path | None:
 @dataclass(frozen=True)
 class CurvePoint:
     """One run on the privacy-utility figure; ``series`` groups runs of one strategy under one
-    threat model (only those are one curve), ``epsilon`` inf = trained without noise."""
+    threat model (only those are one curve), ``epsilon`` inf = trained without noise.
+    Points of one series with the same ``run`` name are seeds of one setting (e.g. folders
+    OUT_SEED0/gs-e10 and OUT_SEED1/gs-e10): the curve goes through their mean and marks each."""
 
     run: str
     series: str
@@ -163,7 +165,8 @@ def _cell(value: float | None) -> object:
 def _curve_panel(
     ax: plt.Axes, points: Sequence[CurvePoint], controls: Sequence[Control], key: str
 ) -> None:
-    """One accuracy panel: a line per series, its no-noise runs as stars at the right edge."""
+    """One accuracy panel: a line per series through each setting's mean over its seeds (every
+    seed a small dot when a setting has several), no-noise settings as stars at the right edge."""
     finite = sorted({p.epsilon for p in points if _finite(p.epsilon)})
     if len(finite) > 1:
         ax.set_xscale("log")
@@ -172,10 +175,15 @@ def _curve_panel(
     for index, series in enumerate(dict.fromkeys(p.series for p in points)):
         colour = colours[index % len(colours)]
         mine = [p for p in points if p.series == series and _finite(getattr(p, key))]
-        private = [(p.epsilon, getattr(p, key)) for p in mine if _finite(p.epsilon)]
+        means = _seed_means(mine, key)
+        if len(means) < len(mine):
+            seeds = [(p.epsilon if _finite(p.epsilon) else edge, getattr(p, key)) for p in mine]
+            ax.plot(*zip(*seeds, strict=True), ".", color=colour, alpha=0.45)
+            series = f"{series}, mean of seeds (dots: each seed)"
+        private = sorted((e, a) for e, a in means if _finite(e))
         if private:
             ax.plot(*zip(*private, strict=True), marker="o", color=colour, label=series)
-        for level in [getattr(p, key) for p in mine if not _finite(p.epsilon)]:
+        for level in [a for e, a in means if not _finite(e)]:
             ax.plot(
                 edge,
                 level,
@@ -198,6 +206,21 @@ def _curve_panel(
     ax.set_ylim(0.0, 1.0)
     ax.set_xlabel("epsilon of each run's own guarantee (threat model: legend)", fontsize=8)
     ax.grid(alpha=0.3)
+
+
+def _seed_means(points: Sequence[CurvePoint], key: str) -> list[tuple[float, float]]:
+    """(epsilon, accuracy) of each setting in ``points``, the means over its seeds (their
+    epsilons differ where a run is stopped by its wall-clock budget; inf stays inf)."""
+    settings: dict[str, list[CurvePoint]] = {}
+    for point in points:
+        settings.setdefault(point.run, []).append(point)
+    return [
+        (
+            sum(p.epsilon for p in seeds) / len(seeds),
+            sum(getattr(p, key) for p in seeds) / len(seeds),
+        )
+        for seeds in settings.values()
+    ]
 
 
 def _right_edge(finite: Sequence[float]) -> float:
