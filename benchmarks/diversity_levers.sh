@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 21's diversity levers, side by side at equal steps: the recipe at untrusted-server
 # epsilon <= 1,000 (least-queried sampling, sigma 0.5812: 17 queries per client of 100) with
-# and without the mode-seeking term in G's loss (diversity-weight) and a wider latent (z-dim),
+# and without the mode-seeking term in G's loss (diversity-weight), a wider latent (z-dim) and
+# client codes (client-code-dims: latent dims fixed per queried client),
 # every run on the same 100 FEMNIST writers and seed, started together with one Ray CPU and
 # one torch thread each (so they share the machine alike), then scored with the evaluation
 # instrument and the controls in one invocation.
@@ -25,6 +26,7 @@ declare -A VARIANTS=(
     [ms0.05]="--diversity-weight 0.05"
     [ms1]="--diversity-weight 1"
     [ms1-z32]="--diversity-weight 1 --z-dim 32"
+    [codes5]="--client-code-dims 5"
 )
 pids=()
 for name in "${!VARIANTS[@]}"; do

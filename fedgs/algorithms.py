@@ -101,7 +101,13 @@ ALGORITHMS: dict[str, Algorithm] = {
             warm_start_session="fedgs.client.gswgan_session:GSWGANSession",
             update_bytes="fedgs.comm:gswgan_update_bytes",
             paper_bytes=1.50e5,
-            own_options=("public-pretrain-steps", "client-sampling", "diversity-weight", "z-dim"),
+            own_options=(
+                "public-pretrain-steps",
+                "client-sampling",
+                "diversity-weight",
+                "z-dim",
+                "client-code-dims",
+            ),
         ),
         Algorithm(
             "fedavg-gan",

@@ -125,6 +125,15 @@ class RunConfig:
         },
     )
     z_dim: int = field(default=10, metadata={"help": "gswgan: latent dimension of G (its z)"})
+    client_code_dims: int = field(
+        default=0,
+        metadata={
+            "help": "gswgan: this many of G's z-dim latent dims are fixed per queried client (a "
+            "code from the run seed and the client's name; the server knows whom it asks), so G "
+            "can learn each writer's style at its code instead of one average; sampling draws "
+            "them at random; no client data, no privacy cost; 0 = off, as in the paper"
+        },
+    )
     lr_generator: float = field(default=1e-4, metadata={"help": "Adam learning rate of G"})
     lr_critic: float = field(
         default=1e-4, metadata={"help": "Adam learning rate of each private critic"}
@@ -376,6 +385,7 @@ class RunConfig:
             label_mismatch_weight=self.label_mismatch_weight,
             diversity_weight=self.diversity_weight,
             z_dim=self.z_dim,
+            client_code_dims=self.client_code_dims,
             lr_generator=self.lr_generator,
             lr_critic=self.lr_critic,
             generator_width=self.generator_width,

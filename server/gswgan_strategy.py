@@ -111,7 +111,8 @@ class GSWGANStrategy(ServerScoredStrategy):
     ) -> Iterable[Message]:
         """Fake batches for m uniformly sampled nodes. ``arrays`` is unused: G never leaves."""
         nodes = self.sample_nodes(grid)
-        queries = self.trainer.propose(len(nodes))
+        names = [self.identities.client_of(n) or self.identities.label(n) for n in nodes]
+        queries = self.trainer.propose(len(nodes), names)
         self._slots = {node: k for k, node in enumerate(nodes)}
         self.record_sent(nodes)
         messages = []

@@ -6,7 +6,8 @@ It needs no data: the sanitized rows x_i-gradients are back-propagated through G
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ class GeneratorTrainer:
     ) -> None:
         self.config = config
         self.num_classes = num_classes
+        self.seed = seed
         self.device = torch.device(device)
         self.rng = torch.Generator().manual_seed(seed)  # on the CPU: the same latents anywhere
         with torch.random.fork_rng(devices=[]):
@@ -50,6 +52,7 @@ class GeneratorTrainer:
             self.generator.parameters(), lr=config.lr_generator, betas=(config.beta1, config.beta2)
         )
         self._pending: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._codes: dict[str, torch.Tensor] = {}
 
     def restart_from_generator(self) -> None:
         """Make G's current weights the starting point: a fresh EMA copy of them and fresh Adam
@@ -72,17 +75,43 @@ class GeneratorTrainer:
             y = torch.randint(self.num_classes, (count,), generator=self.rng)
         return z.to(self.device), y.to(self.device)
 
-    def propose(self, num_clients: int) -> list[GeneratorQuery]:
+    def client_code(self, client: str) -> torch.Tensor:
+        """The client's fixed latent code (``client_code_dims`` standard normal values, drawn
+        from the run seed and the client's name): G's sampling draws these dims from the same
+        normal, so it samples between the codes it was trained at."""
+        if client not in self._codes:
+            digest = hashlib.sha256(f"{self.seed}:{client}".encode()).digest()
+            rng = torch.Generator().manual_seed(int.from_bytes(digest[:8], "big"))
+            self._codes[client] = torch.randn(self.config.client_code_dims, generator=rng)
+        return self._codes[client]
+
+    def _coded(self, z: torch.Tensor, clients: Sequence[str], rows: int) -> torch.Tensor:
+        """``z`` with the last ``client_code_dims`` of each client's ``rows`` rows set to its
+        code (unchanged when the codes are off)."""
+        dims = self.config.client_code_dims
+        if dims == 0:
+            return z
+        codes = torch.stack([self.client_code(c) for c in clients]).to(z.device)
+        z = z.clone()
+        z[:, -dims:] = codes.repeat_interleave(rows, dim=0)
+        return z
+
+    def propose(self, num_clients: int, clients: Sequence[str] = ()) -> list[GeneratorQuery]:
         """Fresh fake batches for each client; keeps the graph of every client's answer batch
-        (drawn in label-sharing pairs when the mode-seeking term is on)."""
+        (drawn in label-sharing pairs when the mode-seeking term is on). With client codes on,
+        ``clients`` names the client of each query, in order."""
         b, n_dis = self.config.batch_size, self.config.critic_steps
+        if self.config.client_code_dims and len(clients) != num_clients:
+            raise ValueError(f"client codes need {num_clients} client names, got {len(clients)}")
         self.generator.train()
         with torch.no_grad():
             z, y = self.latent(num_clients * (n_dis - 1) * b)
+            z = self._coded(z, clients, (n_dis - 1) * b)
             warmup = self.generator(z, y).split(b) if n_dis > 1 else ()
             warmup_labels = y.split(b) if n_dis > 1 else ()
         # the config ensures an even batch when the mode-seeking term is on
         z, y = self.latent(num_clients * b, paired=self.config.diversity_weight > 0)
+        z = self._coded(z, clients, b)
         answer_batch = self.generator(z, y)
         self._pending = (answer_batch, z)
         queries = []

@@ -29,6 +29,9 @@ class GSWGANConfig:
     label_mismatch_weight: float = 0.0
     # weight of the server-side mode-seeking term in G's loss (no data, no privacy cost); 0 = off
     diversity_weight: float = 0.0
+    # latent dims fixed per queried client (a code the server picks from the client's name), so G
+    # can learn each writer's style at its code rather than one average of all; 0 = off (paper)
+    client_code_dims: int = 0
 
     def __post_init__(self) -> None:
         positive = (
@@ -52,6 +55,11 @@ class GSWGANConfig:
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 <= self.client_code_dims < self.z_dim:
+            raise ValueError(
+                f"client_code_dims must be >= 0 and below z_dim ({self.z_dim}, which keeps a "
+                f"free latent dim per sample), got {self.client_code_dims}"
+            )
         if self.diversity_weight > 0 and self.batch_size % 2:
             raise ValueError(
                 "the mode-seeking term (diversity_weight) pairs the rows of each fake batch: "

@@ -121,7 +121,7 @@ def run_local_gswgan(
     with tqdm(total=options.steps, desc="GS-WGAN", unit="step") as bar:
         for step in range(1, options.steps + 1):
             chosen = choose.choice(dataset.num_clients, options.clients_per_step, replace=False)
-            queries = trainer.propose(len(chosen))
+            queries = trainer.propose(len(chosen), [dataset.client_ids[k] for k in chosen])
             replies = []
             for k, query in zip(chosen.tolist(), queries, strict=True):
                 critics[k].train_on(list(zip(query.images, query.labels, strict=True)))
