@@ -109,7 +109,9 @@ class GSWGANStrategy(ServerScoredStrategy):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Fake batches for m uniformly sampled nodes. ``arrays`` is unused: G never leaves."""
+        """Fake batches for the m sampled nodes. ``arrays`` is unused: G never leaves. With
+        client codes on, a node's batches carry the code of its client's name once a reply named
+        it (of its node label until then: one query per node under least-queried sampling)."""
         nodes = self.sample_nodes(grid)
         names = [self.identities.client_of(n) or self.identities.label(n) for n in nodes]
         queries = self.trainer.propose(len(nodes), names)
