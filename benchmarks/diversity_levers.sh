@@ -7,8 +7,9 @@
 # one torch thread each (so they share the machine alike), then scored with the evaluation
 # instrument and the controls in one invocation.
 #
-# Usage: bash benchmarks/diversity_levers.sh OUT [STEPS] [SEED]
+# Usage: [ONLY="variant ..."] bash benchmarks/diversity_levers.sh OUT [STEPS] [SEED]
 #   OUT/<variant>/ (fedgs simulate outputs), OUT/<variant>.log, OUT/rows.json
+#   ONLY: run just these variants (names below); every run in OUT is scored
 set -euo pipefail
 OUT=${1:?usage: diversity_levers.sh OUT [STEPS] [SEED]}
 STEPS=${2:-600}
@@ -30,6 +31,9 @@ declare -A VARIANTS=(
 )
 pids=()
 for name in "${!VARIANTS[@]}"; do
+    if [[ -n "${ONLY:-}" && " $ONLY " != *" $name "* ]]; then
+        continue
+    fi
     if [[ -f "$OUT/$name/privacy.json" ]]; then
         echo "$name: done already"
         continue
