@@ -176,13 +176,14 @@ def _curve_panel(
         colour = colours[index % len(colours)]
         mine = [p for p in points if p.series == series and _finite(getattr(p, key))]
         means = _seed_means(mine, key)
+        label = series
         if len(means) < len(mine):
             seeds = [(p.epsilon if _finite(p.epsilon) else edge, getattr(p, key)) for p in mine]
             ax.plot(*zip(*seeds, strict=True), ".", color=colour, alpha=0.45)
-            series = f"{series}, mean of seeds (dots: each seed)"
+            label = f"{series}, mean of seeds (dots: each seed)"
         private = sorted((e, a) for e, a in means if _finite(e))
         if private:
-            ax.plot(*zip(*private, strict=True), marker="o", color=colour, label=series)
+            ax.plot(*zip(*private, strict=True), marker="o", color=colour, label=label)
         for level in [a for e, a in means if not _finite(e)]:
             ax.plot(
                 edge,
@@ -191,7 +192,7 @@ def _curve_panel(
                 markersize=13,
                 color=colour,
                 linestyle="none",
-                label=f"{series}: {NON_PRIVATE}",
+                label=f"{label}: {NON_PRIVATE}",
             )
             ax.annotate(
                 NON_PRIVATE,
