@@ -7,13 +7,14 @@ threat model. The table is what benchmarks/RESULTS.md quotes.
 
 Usage: python benchmarks/score_run.py [RUN_DIR ...] [--clients N] [--samples 10000]
        [--feature-samples 2000] [--epochs 5] [--no-controls] [--rows EARLIER.json ...]
-       [--json rows.json] [--curve curve.png]
+       [--json rows.json] [--curve curve.png [--curve-from EARLIER.csv]]
 Prints the markdown table; --json also writes every row (per-class figures included): a run's
 row carries its epsilon as text and as numbers (epsilon_value, inf for a run without noise;
 threat_model; strategy). --curve draws the privacy-utility figure of every row (runs, controls,
 --rows files) with `fedgs report`'s plotting function, PNG and CSV side by side; runs whose
 folders share a name (e.g. OUT_SEED0/gs-e10 and OUT_SEED1/gs-e10) are seeds of one setting: the
-curve goes through their mean and marks each seed.
+curve goes through their mean and marks each seed. --curve-from adds the points of an earlier
+figure's CSV (and its controls where this invocation scores none), to redraw it with new runs.
 --no-controls scores the runs only and --rows adds the rows of earlier --json files, so runs
 scored in batches (and one scoring of the controls) make one table; an earlier file whose
 instrument record differs from this invocation's is refused.
@@ -30,7 +31,7 @@ from fedgs.data import load_federated
 from fedgs.data.public_digits import cached_digits
 from fedgs.evaluation.generator_loader import load_generator
 from fedgs.evaluation.instrument import Instrument, InstrumentOptions
-from fedgs.evaluation.plots import Control, CurvePoint, privacy_utility
+from fedgs.evaluation.plots import Control, CurvePoint, privacy_utility, read_curve_csv
 from fedgs.evaluation.privacy_figures import curve_epsilon, headline, series_label
 from fedgs.evaluation.quality_table import markdown
 from fedgs.evaluation.run_files import RunFiles
@@ -60,10 +61,13 @@ def privacy_fields(run_dir: str) -> dict:
     return fields | {"strategy": run.strategy, "seed": run.setting("seed")}
 
 
-def curve(rows: list[dict], out: Path) -> Path | None:
-    """--curve: the privacy-utility figure of ``rows``; a run row without a numeric epsilon
-    (none holds, or an --rows file written before rows carried one) is left out, said so."""
-    points, controls = [], []
+def curve(rows: list[dict], out: Path, earlier: Path | None = None) -> Path | None:
+    """--curve: the privacy-utility figure of ``rows`` (and of the ``earlier`` figure's CSV); a
+    run row without a numeric epsilon (none holds, or an --rows file written before rows carried
+    one) is left out, said so."""
+    points, controls = read_curve_csv(earlier) if earlier else ([], [])
+    if any(row["epsilon"] == CONTROL for row in rows):  # this invocation's controls win
+        controls = []
     for row in rows:
         if row["epsilon"] == CONTROL:
             controls.append(Control(row["name"], row["cnn_accuracy"], row["mlp_accuracy"]))
@@ -104,7 +108,12 @@ def main() -> None:
     p.add_argument("--rows", type=Path, nargs="+", default=[], help="earlier --json files")
     p.add_argument("--json", type=Path, help="write every row here")
     p.add_argument("--curve", type=Path, help="draw the privacy-utility figure here (PNG)")
+    p.add_argument(
+        "--curve-from", type=Path, help="with --curve: an earlier figure's CSV, its points added"
+    )
     a = p.parse_args()
+    if a.curve_from and not a.curve:
+        p.error("--curve-from needs --curve (where to draw)")
     dataset = load_federated("femnist", a.data_dir, labels="digits", num_clients=a.clients or None)
     instrument = Instrument(dataset, InstrumentOptions(a.samples, a.feature_samples, a.epochs))
     print(json.dumps(instrument.record()), flush=True)
@@ -125,7 +134,8 @@ def main() -> None:
         a.json.write_text(json.dumps({"instrument": instrument.record(), "rows": rows}, indent=1))
     print(markdown(rows, extra=("seed", "epsilon")))
     if a.curve:
-        print(f"--curve: {curve(rows, a.curve) or 'nothing to draw (no run with an epsilon)'}")
+        drawn = curve(rows, a.curve, a.curve_from)
+        print(f"--curve: {drawn or 'nothing to draw (no run with an epsilon)'}")
 
 
 if __name__ == "__main__":

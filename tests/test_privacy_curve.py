@@ -15,7 +15,14 @@ import matplotlib.pyplot as plt
 import pytest
 from evaluation_runs import make_run, without_noise, write_evaluation
 
-from fedgs.evaluation.plots import Control, CurvePoint, _curve_panel, privacy_utility
+from fedgs.evaluation.plots import (
+    CURVE_CONTROLS,
+    Control,
+    CurvePoint,
+    _curve_panel,
+    privacy_utility,
+    read_curve_csv,
+)
 from fedgs.evaluation.privacy_figures import curve_epsilon, headline
 from fedgs.evaluation.report import write_report
 from fedgs.evaluation.run_files import RunFiles
@@ -197,3 +204,31 @@ def test_score_run_rows_carry_numbers_and_draw_the_same_curve(tmp_path: Path, ca
         "lookup k=1",
         "untrained generator",
     ]
+
+
+def test_an_earlier_figure_is_redrawn_with_new_runs(tmp_path: Path) -> None:
+    """The CSV reads back as the figure's points and controls; --curve-from adds them to a new
+    scoring's runs, its own controls replacing the CSV's only when it scored some."""
+    score_run = _score_run()
+    points = [
+        CurvePoint("g", GSWGAN, "untrusted-server", 10.0, 0.2, None),
+        CurvePoint("f", FEDAVG, "trusted-server", math.inf, 0.7, 0.6),
+    ]
+    controls = [Control(n, a, a) for n, a in CONTROLS.items() if n != "flat grey"]
+    controls.sort(key=lambda c: CURVE_CONTROLS.index(c.name))  # the CSV's order
+    privacy_utility(points, controls, tmp_path / "old")
+    assert read_curve_csv(tmp_path / "old.csv") == (
+        sorted(points, key=lambda p: p.series),
+        controls,
+    )
+    new = {"name": "g", "cnn_accuracy": 0.4, "mlp_accuracy": 0.3, "epsilon": "1e8 (...)"}
+    new |= {"epsilon_value": 1e8, "threat_model": "untrusted-server", "strategy": "gswgan"}
+    score_run.curve([new], tmp_path / "new.png", tmp_path / "old.csv")
+    redrawn, kept = read_curve_csv(tmp_path / "new.csv")
+    assert [(p.run, p.epsilon) for p in redrawn] == [("f", math.inf), ("g", 10.0), ("g", 1e8)]
+    assert kept == controls
+    level = {"name": "lookup k=5", "cnn_accuracy": 0.1, "mlp_accuracy": 0.1}
+    score_run.curve(
+        [new, level | {"epsilon": score_run.CONTROL}], tmp_path / "n2.png", tmp_path / "old.csv"
+    )
+    assert read_curve_csv(tmp_path / "n2.csv")[1] == [Control("lookup k=5", 0.1, 0.1)]

@@ -162,6 +162,28 @@ def _cell(value: float | None) -> object:
     return "" if value is None else value
 
 
+def read_curve_csv(path: Path) -> tuple[list[CurvePoint], list[Control]]:
+    """The points and controls of a figure's CSV as ``privacy_utility`` wrote it, so a later
+    scoring can redraw that figure with more runs (an empty cell reads back as None)."""
+
+    def number(cell: str) -> float | None:
+        return float(cell) if cell else None
+
+    points: list[CurvePoint] = []
+    controls: list[Control] = []
+    with Path(path).open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            cnn, mlp = number(row["cnn"]), number(row["mlp"])
+            if row["kind"] == "control":
+                controls.append(Control(row["name"], cnn, mlp))
+            else:
+                epsilon = float(row["epsilon"])
+                points.append(
+                    CurvePoint(row["name"], row["series"], row["threat_model"], epsilon, cnn, mlp)
+                )
+    return points, controls
+
+
 def _curve_panel(
     ax: plt.Axes, points: Sequence[CurvePoint], controls: Sequence[Control], key: str
 ) -> None:
