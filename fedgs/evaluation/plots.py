@@ -162,18 +162,19 @@ def _cell(value: float | None) -> object:
     return "" if value is None else value
 
 
+def _uncell(cell: str) -> float | None:
+    """What ``_cell`` wrote, read back: an empty cell is None."""
+    return float(cell) if cell else None
+
+
 def read_curve_csv(path: Path) -> tuple[list[CurvePoint], list[Control]]:
     """The points and controls of a figure's CSV as ``privacy_utility`` wrote it, so a later
-    scoring can redraw that figure with more runs (an empty cell reads back as None)."""
-
-    def number(cell: str) -> float | None:
-        return float(cell) if cell else None
-
+    scoring can redraw that figure with more runs."""
     points: list[CurvePoint] = []
     controls: list[Control] = []
     with Path(path).open(newline="") as handle:
         for row in csv.DictReader(handle):
-            cnn, mlp = number(row["cnn"]), number(row["mlp"])
+            cnn, mlp = _uncell(row["cnn"]), _uncell(row["mlp"])
             if row["kind"] == "control":
                 controls.append(Control(row["name"], cnn, mlp))
             else:
