@@ -116,6 +116,13 @@ class RunConfig:
             "as in the paper"
         },
     )
+    label_mismatch_until: int = field(
+        default=0,
+        metadata={
+            "help": "gswgan: the label-mismatch weight falls linearly to 0 at this step (labels "
+            "taught early, no prototype pull late); 0 = the weight stays constant"
+        },
+    )
     diversity_weight: float = field(
         default=0.0,
         metadata={
@@ -383,6 +390,7 @@ class RunConfig:
             clip_norm=self.clip_norm,
             gradient_smoothing=self.gradient_smoothing,
             label_mismatch_weight=self.label_mismatch_weight,
+            label_mismatch_until=self.label_mismatch_until,
             diversity_weight=self.diversity_weight,
             z_dim=self.z_dim,
             client_code_dims=self.client_code_dims,

@@ -5,8 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fedgs.client.gswgan_session import GSWGANSession
 from fedgs.models import ConditionalDCGANDiscriminator, critic_loss
 from fedgs.models.losses import generator_upstream_gradient
+from fedgs.protocols import common
+from fedgs.run_config import RunConfig
+from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.hparams import GSWGANConfig
 
 CLASSES = 4
@@ -68,3 +72,44 @@ def test_mismatch_term_is_zero_weight_by_default_and_refuses_negative_weights() 
     assert GSWGANConfig().label_mismatch_weight == 0.0
     with pytest.raises(ValueError, match="label_mismatch_weight"):
         GSWGANConfig(label_mismatch_weight=-1.0)
+
+
+def test_annealed_weight_falls_linearly_to_zero_at_its_step() -> None:
+    annealed = GSWGANConfig(label_mismatch_weight=2.0, label_mismatch_until=100)
+    weights = [annealed.label_mismatch_at(step) for step in (0, 50, 100, 5000)]
+    assert weights == [2.0, 1.0, 0.0, 0.0]
+    assert GSWGANConfig(label_mismatch_weight=2.0).label_mismatch_at(10**6) == 2.0
+    with pytest.raises(ValueError, match="label_mismatch_until"):
+        GSWGANConfig(label_mismatch_until=-1)
+
+
+def _critic_after_one_query(tmp_path, weight: float, until: int, step: int) -> dict:
+    """A client's critic after answering one query of server ``step``, through its session."""
+    run = RunConfig(
+        run_dir=str(tmp_path / f"run{len(list(tmp_path.iterdir()))}"),  # a fresh client
+        generator_width=4,
+        critic_width=4,
+        batch_size=8,
+        critic_steps=2,
+        label_mismatch_weight=weight,
+        label_mismatch_until=until,
+    )
+    (query,) = GeneratorTrainer(10, run.gswgan(), seed=0).propose(1)
+    content = common.query_content(
+        {common.FAKES: common.encode_fakes(query.images, query.labels)}, step
+    )
+    session = GSWGANSession(run, 0)
+    torch.manual_seed(0)  # the gradient penalty's interpolation draws
+    session.answer(content)
+    return session.critic.critic.state_dict()
+
+
+def _same(a: dict, b: dict) -> bool:
+    return all(torch.equal(a[name], b[name]) for name in a)
+
+
+def test_a_client_applies_the_schedule_at_the_step_the_query_carries(tmp_path) -> None:
+    without = _critic_after_one_query(tmp_path, 0.0, 0, 7)
+    assert _same(_critic_after_one_query(tmp_path, 2.0, 7, 7), without)  # annealed away
+    assert _same(_critic_after_one_query(tmp_path, 0.0, 0, 7), without)  # deterministic
+    assert not _same(_critic_after_one_query(tmp_path, 2.0, 7, 3), without)  # still on

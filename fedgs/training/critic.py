@@ -75,7 +75,9 @@ class PrivateCritic:
         idx = idx.to(self.device)
         return self.images[idx], self.labels[idx]
 
-    def _critic_step(self, fake: torch.Tensor, fake_labels: torch.Tensor) -> tuple[float, float]:
+    def _critic_step(
+        self, fake: torch.Tensor, fake_labels: torch.Tensor, step: int = 0
+    ) -> tuple[float, float]:
         real, real_labels = self._real_batch()
         result = critic_loss(
             self.critic,
@@ -85,16 +87,18 @@ class PrivateCritic:
             fake_labels.to(self.device),
             self.config.gp_weight,
             self.config.drift_weight,
-            self.config.label_mismatch_weight,
+            self.config.label_mismatch_at(step),
         )
         self.optimizer.zero_grad(set_to_none=True)
         result.loss.backward()
         self.optimizer.step()
         return float(result.loss.detach()), result.wasserstein
 
-    def train_on(self, fakes: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> CriticStats:
-        """One critic step per (fake images, labels) batch."""
-        results = [self._critic_step(x, y) for x, y in fakes]
+    def train_on(
+        self, fakes: Sequence[tuple[torch.Tensor, torch.Tensor]], step: int = 0
+    ) -> CriticStats:
+        """One critic step per (fake images, labels) batch, for the server's query ``step``."""
+        results = [self._critic_step(x, y, step) for x, y in fakes]
         n = len(results)
         return CriticStats(sum(r[0] for r in results) / n, sum(r[1] for r in results) / n, n)
 

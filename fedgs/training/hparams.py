@@ -27,6 +27,9 @@ class GSWGANConfig:
     gradient_smoothing: float = 0.0
     # weight of real images under wrong labels scored as fakes by the critics; 0 = off (the paper)
     label_mismatch_weight: float = 0.0
+    # the weight falls linearly from label_mismatch_weight at step 0 to 0 at this server step, so
+    # the term teaches the labels early and stops favouring one prototype later; 0 = constant
+    label_mismatch_until: int = 0
     # weight of the server-side mode-seeking term in G's loss (no data, no privacy cost); 0 = off
     diversity_weight: float = 0.0
     # latent dims fixed per queried client (a code the server picks from the client's name), so G
@@ -55,6 +58,8 @@ class GSWGANConfig:
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.label_mismatch_until < 0:
+            raise ValueError(f"label_mismatch_until must be >= 0, got {self.label_mismatch_until}")
         if not 0 <= self.client_code_dims < self.z_dim:
             raise ValueError(
                 f"client_code_dims must be >= 0 and below z_dim ({self.z_dim}, which keeps a "
@@ -65,6 +70,12 @@ class GSWGANConfig:
                 "the mode-seeking term (diversity_weight) pairs the rows of each fake batch: "
                 f"batch_size must be even, got {self.batch_size}"
             )
+
+    def label_mismatch_at(self, step: int) -> float:
+        """The label-mismatch weight the critics use for a query of this server step."""
+        if self.label_mismatch_until == 0:
+            return self.label_mismatch_weight
+        return self.label_mismatch_weight * max(0.0, 1.0 - step / self.label_mismatch_until)
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
