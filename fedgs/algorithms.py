@@ -107,6 +107,7 @@ ALGORITHMS: dict[str, Algorithm] = {
                 "diversity-weight",
                 "z-dim",
                 "client-code-dims",
+                "label-mismatch-until",
             ),
         ),
         Algorithm(

@@ -51,6 +51,8 @@ def test_an_unknown_strategy_names_the_known_ones() -> None:
         ("client_sampling", "least-queried"),
         ("diversity_weight", 1.0),
         ("z_dim", 32),
+        ("client_code_dims", 5),
+        ("label_mismatch_until", 100),
     ],
 )
 def test_a_key_gswgan_owns_is_refused_under_other_strategies(key: str, value: object) -> None:
