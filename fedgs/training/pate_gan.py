@@ -30,7 +30,10 @@ class TeacherDiscriminator(PrivateCritic):
     which stands where a critic reports its Wasserstein estimate.
     """
 
-    def _critic_step(self, fake: torch.Tensor, fake_labels: torch.Tensor) -> tuple[float, float]:
+    def _critic_step(
+        self, fake: torch.Tensor, fake_labels: torch.Tensor, step: int = 0
+    ) -> tuple[float, float]:
+        """One BCE step; ``step`` is unused: BCE has no label-mismatch term to schedule."""
         real, real_labels = self._real_batch()
         real_logits = self.critic(real, real_labels)
         fake_logits = self.critic(fake.detach(), fake_labels)
