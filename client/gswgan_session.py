@@ -52,7 +52,7 @@ class GSWGANSession(CriticSession):
                 f"server, {accountant}, delta={delta:g}) and one more "
                 f"query would pass its budget of {budget:g}"
             )
-        self.critic.train_on(fakes.pairs(), common.query_step(content))
+        self.critic.train_on(fakes.pairs(), common.query_step(content), self.gswgan.critic_steps)
         sanitized = self._sanitized(fakes.images[-1], fakes.labels[-1])
         self.ledger.record(self.client_id, query)
         self.save()  # the cost is on disk before anything is released

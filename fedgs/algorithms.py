@@ -108,6 +108,7 @@ ALGORITHMS: dict[str, Algorithm] = {
                 "z-dim",
                 "client-code-dims",
                 "label-mismatch-until",
+                "fake-batches",
             ),
         ),
         Algorithm(

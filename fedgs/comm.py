@@ -31,11 +31,12 @@ def gswgan_paper_bytes(batch_size: int) -> int:
 
 
 def gswgan_protocol_bytes(
-    batch_size: int, critic_steps: int, float_bytes: int = FLOAT32_BYTES
+    batch_size: int, fake_batches: int, float_bytes: int = FLOAT32_BYTES
 ) -> dict[str, int]:
-    """fedgs' GS-WGAN protocol: n_dis fake batches (+ labels) down, one gradient batch up."""
+    """fedgs' GS-WGAN protocol: the query's fake batches (+ labels; n_dis unless fewer are
+    cycled) down, one gradient batch up."""
     return {
-        "down": critic_steps * batch_size * (PIXELS * float_bytes + LABEL_BYTES),
+        "down": fake_batches * batch_size * (PIXELS * float_bytes + LABEL_BYTES),
         "up": batch_size * PIXELS * float_bytes,
     }
 
@@ -83,7 +84,7 @@ def pate_protocol_bytes(
 
 
 def gswgan_update_bytes(config: RunConfig) -> dict[str, int]:
-    return gswgan_protocol_bytes(config.batch_size, config.critic_steps)
+    return gswgan_protocol_bytes(config.batch_size, config.gswgan().fakes_per_query)
 
 
 def datalens_update_bytes(config: RunConfig) -> dict[str, int]:

@@ -97,6 +97,13 @@ class RunConfig:
     critic_steps: int = field(
         default=5, metadata={"help": "critic steps per generator step (n_dis)"}
     )
+    fake_batches: int = field(
+        default=0,
+        metadata={
+            "help": "gswgan: distinct fake batches the server draws per query, cycled over the "
+            "critic steps (fewer G forwards and bytes down per step); 0 = one per critic step"
+        },
+    )
     noise_multiplier: float = field(
         default=1.07, metadata={"help": "sigma; per-row noise std is 2*C*sigma"}
     )
@@ -386,6 +393,7 @@ class RunConfig:
         return GSWGANConfig(
             batch_size=self.batch_size,
             critic_steps=self.critic_steps,
+            fake_batches=self.fake_batches,
             noise_multiplier=self.noise_multiplier,
             clip_norm=self.clip_norm,
             gradient_smoothing=self.gradient_smoothing,

@@ -62,10 +62,12 @@ class GSWGANStrategy(ServerScoredStrategy):
     def summary(self) -> None:
         config = self.trainer.config
         logger.info(
-            "GS-WGAN: %d client(s) per step, B=%d, n_dis=%d, sigma=%.3g, C=%.3g",
+            "GS-WGAN: %d client(s) per step, B=%d, n_dis=%d on %d fake batch(es), sigma=%.3g, "
+            "C=%.3g",
             self.clients_per_step,
             config.batch_size,
             config.critic_steps,
+            config.fakes_per_query,
             config.noise_multiplier,
             config.clip_norm,
         )

@@ -96,6 +96,13 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         default=defaults.poll_seconds,
         help="polling interval of the engine and grid; Flower's own is 0.1 (%(default)s)",
     )
+    engine.add_argument(
+        "--server-threads",
+        type=int,
+        default=defaults.server_threads,
+        help="torch threads of the server process, whose generator work runs while the clients "
+        "wait (e.g. 2 beside OMP_NUM_THREADS=1 on a 2-core machine); 0 = inherited (%(default)s)",
+    )
 
 
 def _engine(args: argparse.Namespace) -> EngineOptions:
@@ -104,6 +111,7 @@ def _engine(args: argparse.Namespace) -> EngineOptions:
         args.ray_cpus,
         args.object_store_mb,
         args.poll_seconds,
+        args.server_threads,
     )
 
 

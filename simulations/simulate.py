@@ -24,10 +24,15 @@ class EngineOptions:
     ray_cpus: int = 0  # 0 = all cores
     object_store_mb: int = 512
     poll_seconds: float = 0.01  # engine and grid polling (Flower's own: 0.1, see fast_engine)
+    # torch threads of this (the ServerApp's) process: G's forwards and backward run while the
+    # clients wait for their next query, so the server may use the cores they leave idle
+    server_threads: int = 0  # 0 = inherited (OMP_NUM_THREADS or torch's default)
 
     def __post_init__(self) -> None:
         if self.poll_seconds <= 0:
             raise ValueError(f"poll seconds must be positive, got {self.poll_seconds}")
+        if self.server_threads < 0:
+            raise ValueError(f"server threads must be >= 0, got {self.server_threads}")
 
 
 def backend_config(options: EngineOptions, gpus_per_client: float = 0.0) -> dict:
@@ -66,6 +71,10 @@ def run_simulation(config: RunConfig, options: EngineOptions) -> Path:
     from fedgs.simulations import fast_engine
     from fedgs.simulations.engine_log import FLOWER_LOG_NAME, engine_output_to
 
+    if options.server_threads > 0:
+        import torch
+
+        torch.set_num_threads(options.server_threads)
     if options.poll_seconds < fast_engine.FLOWER_POLL_SECONDS:
         fast_engine.install(options.poll_seconds)
 

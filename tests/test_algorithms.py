@@ -53,6 +53,7 @@ def test_an_unknown_strategy_names_the_known_ones() -> None:
         ("z_dim", 32),
         ("client_code_dims", 5),
         ("label_mismatch_until", 100),
+        ("fake_batches", 2),
     ],
 )
 def test_a_key_gswgan_owns_is_refused_under_other_strategies(key: str, value: object) -> None:

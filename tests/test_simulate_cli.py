@@ -243,3 +243,26 @@ def test_public_pretraining_is_recorded_with_the_run(tmp_path: Path) -> None:
     assert privacy["public_data"]["pretrain_steps"] == 3 and privacy["queries"]["total"] == 2
     phase = json.loads((run_dir / "public_pretraining.json").read_text())
     assert phase["steps"] == 3 and phase["images"] == 40
+
+
+def test_fewer_fake_batches_than_critic_steps_through_flower(tmp_path: Path) -> None:
+    """--fake-batches 1 under --critic-steps 3 (and the server on 2 threads): one batch goes
+    down per query, and every client's critic still takes 3 steps per query."""
+    from fedgs.comm import gswgan_protocol_bytes
+
+    run_dir = tmp_path / "run"
+    args = ["--steps", "3", "--eval-every", "0", "--critic-steps", "3", "--fake-batches", "1"]
+    done = subprocess.run(
+        _command(run_dir, *args, "--server-threads", "2"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    one_batch = gswgan_protocol_bytes(8, 1)["down"]
+    assert all(one_batch <= int(r["bytes_down"]) < 2 * one_batch for r in _rows(run_dir))
+    for path in (run_dir / "client-state").glob("*.pt"):
+        state = torch.load(path, weights_only=True)
+        queries = sum(PrivacyLedger.from_json(state["ledger"]).query_counts().values())
+        adam = state["critic_state"]["optimizer"]["state"][0]["step"]
+        assert int(adam) == 1 + 3 * queries  # one warm-start step, then 3 per query

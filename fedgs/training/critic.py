@@ -95,11 +95,14 @@ class PrivateCritic:
         return float(result.loss.detach()), result.wasserstein
 
     def train_on(
-        self, fakes: Sequence[tuple[torch.Tensor, torch.Tensor]], step: int = 0
+        self, fakes: Sequence[tuple[torch.Tensor, torch.Tensor]], step: int = 0, steps: int = 0
     ) -> CriticStats:
-        """One critic step per (fake images, labels) batch, for the server's query ``step``."""
-        results = [self._critic_step(x, y, step) for x, y in fakes]
-        n = len(results)
+        """Critic steps on the (fake images, labels) batches of the server's query ``step``:
+        one per batch, or ``steps`` cycling through them when that is more (each step draws
+        its own real batch, so a reused fake batch still meets new real images)."""
+        batches = list(fakes)
+        n = max(len(batches), steps)
+        results = [self._critic_step(*batches[i % len(batches)], step) for i in range(n)]
         return CriticStats(sum(r[0] for r in results) / n, sum(r[1] for r in results) / n, n)
 
     def answer(

@@ -100,7 +100,7 @@ class GeneratorTrainer:
         """Fresh fake batches for each client; keeps the graph of every client's answer batch
         (drawn in label-sharing pairs when the mode-seeking term is on). With client codes on,
         ``clients`` names the client of each query, in order."""
-        b, n_dis = self.config.batch_size, self.config.critic_steps
+        b, n_dis = self.config.batch_size, self.config.fakes_per_query
         if self.config.client_code_dims and len(clients) != num_clients:
             raise ValueError(f"client codes need {num_clients} client names, got {len(clients)}")
         self.generator.train()

@@ -12,6 +12,9 @@ class GSWGANConfig:
     batch_size: int = 32
     z_dim: int = 10
     critic_steps: int = 5  # n_dis: critic updates per generator step
+    # distinct fake batches per query, cycled over the critic steps (G's forwards, not the
+    # critic's updates, dominate a CPU step); 0 = one per critic step, as in the paper
+    fake_batches: int = 0
     gp_weight: float = 10.0
     drift_weight: float = 1e-3
     lr_generator: float = 1e-4
@@ -58,6 +61,11 @@ class GSWGANConfig:
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 <= self.fake_batches <= self.critic_steps:
+            raise ValueError(
+                f"fake_batches must be between 0 (one per critic step) and critic_steps "
+                f"({self.critic_steps}), got {self.fake_batches}"
+            )
         if self.label_mismatch_until < 0:
             raise ValueError(f"label_mismatch_until must be >= 0, got {self.label_mismatch_until}")
         if not 0 <= self.client_code_dims < self.z_dim:
@@ -70,6 +78,11 @@ class GSWGANConfig:
                 "the mode-seeking term (diversity_weight) pairs the rows of each fake batch: "
                 f"batch_size must be even, got {self.batch_size}"
             )
+
+    @property
+    def fakes_per_query(self) -> int:
+        """How many distinct fake batches the server draws for one client's query."""
+        return self.fake_batches or self.critic_steps
 
     def label_mismatch_at(self, step: int) -> float:
         """The label-mismatch weight the critics use for a query of this server step."""

@@ -124,7 +124,9 @@ def run_local_gswgan(
             queries = trainer.propose(len(chosen), [dataset.client_ids[k] for k in chosen])
             replies = []
             for k, query in zip(chosen.tolist(), queries, strict=True):
-                critics[k].train_on(list(zip(query.images, query.labels, strict=True)), step)
+                critics[k].train_on(
+                    list(zip(query.images, query.labels, strict=True)), step, config.critic_steps
+                )
                 replies.append(critics[k].answer(query.images[-1], query.labels[-1], noise).values)
                 ledger.record_query(
                     dataset.client_ids[k], config.noise_multiplier, config.batch_size
