@@ -1,7 +1,8 @@
 """The GS-WGAN wire protocol: the untrusted server's query and the client's sanitized reply.
 
-Down, message type ``train.gswgan``: ArrayRecord ``fakes`` (n_dis fake batches,
-``fedgs.protocols.common``); the last batch is also the one whose gradient comes back.
+Down, message type ``train.gswgan``: ArrayRecord ``fakes`` (n_dis fake batches, or fewer that
+the client cycles over its n_dis critic steps; ``fedgs.protocols.common``); the last batch is
+also the one whose gradient comes back.
 Up: ArrayRecord ``sanitized``: ``gradient`` (B, 784), the clipped and noised upstream gradient
 and nothing else, with the identity and policy records every reply carries; ``policy-used``
 holds strategy, noise-multiplier, clip-norm, batch-size and delta.

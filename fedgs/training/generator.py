@@ -20,8 +20,9 @@ from fedgs.training.smoothing import smooth_images
 
 @dataclass
 class GeneratorQuery:
-    """The fake batches for one client: ``critic_batches`` for its critic steps (the last one is
-    also the batch whose gradient comes back) and the labels they were generated for."""
+    """The fake batches for one client, which its critic steps train on (cycled when there are
+    fewer than steps; the last one is also the batch whose gradient comes back), and the labels
+    they were generated for."""
 
     images: list[torch.Tensor]
     labels: list[torch.Tensor]
