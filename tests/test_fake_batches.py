@@ -69,6 +69,12 @@ def test_fake_batches_outside_zero_to_critic_steps_are_refused(fake_batches: int
         GSWGANConfig(critic_steps=3, fake_batches=fake_batches)
 
 
+def test_critic_steps_share_the_protocols_bound_on_fake_batches() -> None:
+    GSWGANConfig(critic_steps=common.MAX_CRITIC_BATCHES)
+    with pytest.raises(ValueError, match="critic_steps must be at most"):
+        GSWGANConfig(critic_steps=common.MAX_CRITIC_BATCHES + 1)
+
+
 def test_negative_server_threads_are_refused() -> None:
     with pytest.raises(ValueError, match="server threads"):
         EngineOptions(server_threads=-1)

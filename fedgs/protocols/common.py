@@ -26,6 +26,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from fedgs import wire
+from fedgs.training.hparams import MAX_CRITIC_STEPS
 
 FAKES, IMAGES, LABELS = "fakes", "images", "labels"
 CONFIG, STEP = "config", "step"
@@ -35,7 +36,7 @@ METRICS = "metrics"  # the server's own records; never in a client's reply
 
 PIXELS = 784
 MAX_BATCH = 4096
-MAX_CRITIC_BATCHES = 64
+MAX_CRITIC_BATCHES = MAX_CRITIC_STEPS
 
 
 class ProtocolError(ValueError):

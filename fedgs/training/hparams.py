@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+# a client runs max(batches sent, critic_steps) critic steps per query, and the server sets both:
+# one bound for the two, so no run config can make a client train without end
+MAX_CRITIC_STEPS = 64
+
 
 @dataclass(frozen=True)
 class GSWGANConfig:
@@ -61,6 +65,10 @@ class GSWGANConfig:
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.critic_steps > MAX_CRITIC_STEPS:
+            raise ValueError(
+                f"critic_steps must be at most {MAX_CRITIC_STEPS}, got {self.critic_steps}"
+            )
         if not 0 <= self.fake_batches <= self.critic_steps:
             raise ValueError(
                 f"fake_batches must be between 0 (one per critic step) and critic_steps "
