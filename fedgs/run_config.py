@@ -259,6 +259,13 @@ class RunConfig:
         default="", metadata={"help": "client state directory ('' = RUN_DIR/client-state)"}
     )
     checkpoint_every: int = field(default=100, metadata={"help": "checkpoint every N steps"})
+    snapshot_every: int = field(
+        default=0,
+        metadata={
+            "help": "keep the generator every N steps in RUN_DIR/snapshots/step_N/, a run "
+            "directory of its own at the epsilon paid by then (0 = off)"
+        },
+    )
     eval_every: int = field(
         default=100, metadata={"help": "score and save sample grids every N steps (0 = off)"}
     )
@@ -327,6 +334,8 @@ class RunConfig:
             raise ValueError(f"client-num-gpus must be >= 0, got {self.client_num_gpus}")
         if self.max_unanswered_steps < 0:
             raise ValueError(f"max-unanswered-steps must be >= 0, got {self.max_unanswered_steps}")
+        if self.snapshot_every < 0:
+            raise ValueError(f"snapshot-every must be >= 0, got {self.snapshot_every}")
         if self.max_minutes < 0:
             raise ValueError(f"max-minutes must be >= 0, got {self.max_minutes}")
         if self.strategy == "gswgan" and self.noise_multiplier <= 0:

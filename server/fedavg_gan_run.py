@@ -18,6 +18,7 @@ from fedgs.run_config import RunConfig
 from fedgs.server.fedavg_gan_strategy import FedAvgGANStrategy
 from fedgs.server.federated_run import METRIC_COLUMNS, FederatedRun
 from fedgs.training.fedavg_gan import FedAvgGANTrainer
+from fedgs.training.run_dir import RunDirectory
 
 
 class FedAvgGANRun(FederatedRun):
@@ -68,7 +69,7 @@ class FedAvgGANRun(FederatedRun):
         self.write_privacy(self.ledger.summary(c.delta, c.accountant), details)
         return {}
 
-    def save_generator(self) -> None:
+    def save_generator(self, out: RunDirectory) -> None:
         t = self.trainer
         settings = {"fedavg_gan": asdict(self.fedavg)}
-        self.out.save_generator("fedavg-gan", t.generator, t.num_classes, settings)
+        out.save_generator("fedavg-gan", t.generator, t.num_classes, settings)

@@ -1,8 +1,8 @@
 """The loop every federated run shares on a Flower grid: steps, outputs, checkpoints, resume.
 
 Writes the run directory (config, metrics CSV per step, privacy report, sample grids at
-checkpoints, final generator) and checkpoints every ``checkpoint-every`` steps so ``resume=true``
-continues a killed run with its ledger intact. Every step's queries are paid for in the ledger
+checkpoints, final generator; with ``snapshot-every``, the generator on the way) and checkpoints
+every ``checkpoint-every`` steps so ``resume=true`` continues a killed run with its ledger intact. Every step's queries are paid for in the ledger
 and the ledger is on disk *before* the messages are sent, so a kill at any point leaves the
 server's ledger at or above every client's own. A step's metrics row is what the strategy's
 ``aggregate_train`` returns (as Flower's own strategies report), plus the bytes and time the
@@ -38,6 +38,7 @@ from fedgs.server.silence import AnswerWatch
 from fedgs.training.run_dir import RunDirectory, write_atomic
 
 logger = logging.getLogger("fedgs.server")
+SNAPSHOTS = "snapshots"  # the run directory's folder of generators released on the way
 
 METRIC_COLUMNS = (
     "step",
@@ -129,8 +130,9 @@ class FederatedRun(ABC):
         """Write privacy.json (``write_privacy``); return the columns to log with it."""
 
     @abstractmethod
-    def save_generator(self) -> None:
-        """generator.pt at the end (``RunDirectory.save_generator``)."""
+    def save_generator(self, out: RunDirectory) -> None:
+        """generator.pt in ``out`` (``RunDirectory.save_generator``): the run's own directory at
+        the end, a snapshot's folder on the way."""
 
     def epsilon_label(self) -> str:
         """The progress bar's name for the headline epsilon: threat model, accountant, delta
@@ -156,6 +158,18 @@ class FederatedRun(ABC):
         save_checkpoint(self.out.root, self.step, self.trainer.state_dict(), saved_sampler)
         self.save_privacy_state()
         return self.privacy_report()
+
+    def snapshot(self) -> None:
+        """The generator as it could be released now, at what was paid so far: a run directory
+        of its own under snapshots/ (G, config, this step's privacy report and metrics, a class
+        grid), so that ``fedgs evaluate`` and the benchmarks score it as they score a run. One
+        run then gives the utility of every epsilon it passes through."""
+        folder = RunDirectory(self.out.root / SNAPSHOTS / f"step_{self.step:06d}")
+        self.save_generator(folder)
+        for name in ("config.json", "privacy.json", "metrics.csv"):
+            write_atomic(folder.root / name, (self.out.root / name).read_bytes())
+        num_classes = self.dataset.num_classes
+        save_class_grid(self.sample, num_classes, folder.samples / f"step_{self.step:06d}.png")
 
     def load_checkpoint(self) -> bool:
         """Restore the run from its directory (resume); False when there is no checkpoint."""
@@ -204,9 +218,13 @@ class FederatedRun(ABC):
             if scores is not None:
                 self.final_scores = scores
                 row |= {k: v for k, v in scores.to_dict().items() if k in row}
-        if step % c.checkpoint_every == 0 or last:
+        snapshot = c.snapshot_every > 0 and step % c.snapshot_every == 0
+        # a snapshot copies privacy.json, so the report is written at its step
+        if step % c.checkpoint_every == 0 or last or snapshot:
             row |= self.checkpoint()
         self.out.append_metrics(row)
+        if snapshot:
+            self.snapshot()
         return row
 
     def run(self, grid: Grid) -> None:
@@ -258,4 +276,4 @@ class FederatedRun(ABC):
             logger.warning(
                 "stopped after step %d: %g-minute budget spent", self.step, c.max_minutes
             )
-        self.save_generator()
+        self.save_generator(self.out)

@@ -18,6 +18,7 @@ from fedgs.server.gswgan_strategy import GSWGANStrategy
 from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.public_pretraining import pretrain_on_public_digits, public_data_record
+from fedgs.training.run_dir import RunDirectory
 
 
 class GSWGANRun(FederatedRun):
@@ -104,7 +105,7 @@ class GSWGANRun(FederatedRun):
         # the trusted-sampler figure costs ~0.2 s (subsampled RDP): computed at checkpoints
         return {"epsilon_trusted_sampler": report["trusted_sampler"]["epsilon"]}
 
-    def save_generator(self) -> None:
+    def save_generator(self, out: RunDirectory) -> None:
         t = self.trainer
         settings = {"gswgan": asdict(t.config)}
-        self.out.save_generator("gswgan", t.generator, t.num_classes, settings, t.ema.module)
+        out.save_generator("gswgan", t.generator, t.num_classes, settings, t.ema.module)

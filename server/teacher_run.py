@@ -23,6 +23,7 @@ from fedgs.server.federated_run import FederatedRun, wait_for_nodes
 from fedgs.server.teacher_strategy import TeacherStrategy
 from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
+from fedgs.training.run_dir import RunDirectory
 
 
 class TeacherRun(FederatedRun):
@@ -93,7 +94,7 @@ class TeacherRun(FederatedRun):
         self.write_privacy(self.ledger.summary(c.delta, c.accountant), details)
         return {}
 
-    def save_generator(self) -> None:
+    def save_generator(self, out: RunDirectory) -> None:
         g, c = self.generator_trainer, self.config
         settings = {"gswgan": asdict(c.gswgan())}
-        self.out.save_generator(c.strategy, g.generator, g.num_classes, settings, g.ema.module)
+        out.save_generator(c.strategy, g.generator, g.num_classes, settings, g.ema.module)
