@@ -2,15 +2,15 @@
 
 Writes the run directory (config, metrics CSV per step, privacy report, sample grids at
 checkpoints, final generator; with ``snapshot-every``, the generator on the way) and checkpoints
-every ``checkpoint-every`` steps so ``resume=true`` continues a killed run with its ledger intact. Every step's queries are paid for in the ledger
-and the ledger is on disk *before* the messages are sent, so a kill at any point leaves the
-server's ledger at or above every client's own. A step's metrics row is what the strategy's
-``aggregate_train`` returns (as Flower's own strategies report), plus the bytes and time the
-loop measured; each run names its epsilon column after its threat model (GS-WGAN:
-``epsilon_untrusted``, max over clients; Fed-Avg GAN: ``epsilon_trusted_server``). Every
-metrics column is computed on the server, from what it sent and the payloads it received: no
-client statistic is ever read. Scores use the dataset's real data on the server: a measurement
-convenience of simulation, never an input to training.
+every ``checkpoint-every`` steps so ``resume=true`` continues a killed run with its ledger intact.
+Every step's queries are paid for in the ledger and the ledger is on disk *before* the messages are
+sent, so a kill at any point leaves the server's ledger at or above every client's own. A step's
+metrics row is what the strategy's ``aggregate_train`` returns (as Flower's own strategies report),
+plus the bytes and time the loop measured; each run names its epsilon column after its threat model
+(GS-WGAN: ``epsilon_untrusted``, max over clients; Fed-Avg GAN: ``epsilon_trusted_server``). Every
+metrics column is computed on the server, from what it sent and the payloads it received: no client
+statistic is ever read. Scores use the dataset's real data on the server: a measurement convenience
+of simulation, never an input to training.
 """
 
 from __future__ import annotations
