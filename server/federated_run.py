@@ -168,8 +168,7 @@ class FederatedRun(ABC):
         self.save_generator(folder)
         for name in ("config.json", "privacy.json", "metrics.csv"):
             write_atomic(folder.root / name, (self.out.root / name).read_bytes())
-        num_classes = self.dataset.num_classes
-        save_class_grid(self.sample, num_classes, folder.samples / f"step_{self.step:06d}.png")
+        self._save_grid(folder, self.step)
 
     def load_checkpoint(self) -> bool:
         """Restore the run from its directory (resume); False when there is no checkpoint."""
@@ -188,9 +187,13 @@ class FederatedRun(ABC):
         )
 
     # --- the shared loop
+    def _save_grid(self, out: RunDirectory, step: int) -> None:
+        """The class grid of ``step`` (a row per class) in ``out``'s samples/."""
+        path = out.samples / f"step_{step:06d}.png"
+        save_class_grid(self.sample, self.dataset.num_classes, path)
+
     def _score(self, step: int) -> GeneratorScores | None:
-        num_classes = self.dataset.num_classes
-        save_class_grid(self.sample, num_classes, self.out.samples / f"step_{step:06d}.png")
+        self._save_grid(self.out, step)
         return self.evaluator.score(self.sample) if self.evaluator else None
 
     def _step(self, grid: Grid, step: int, started: float, last: bool) -> dict:
