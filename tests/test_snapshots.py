@@ -53,7 +53,7 @@ def test_every_snapshot_is_a_scorable_run_at_the_epsilon_of_its_step(tmp_path: P
         assert run.privacy["steps"] == step
         with (folder / "metrics.csv").open(newline="") as handle:
             assert [int(row["step"]) for row in csv.DictReader(handle)] == list(range(1, step + 1))
-        assert json.loads((folder / "config.json").read_text()) == run.config
+        assert run.config == json.loads((tmp_path / "config.json").read_text())  # the run's
         assert (folder / "samples" / f"step_{step:06d}.png").stat().st_size > 0
         epsilons.append(_epsilon(folder))
     # least-queried: every client answered once by step 2, twice by step 4
