@@ -78,9 +78,14 @@ def main() -> None:
     cosines: dict[tuple[float, float], list[float]] = {v: [] for v in sorted(variants)}
     norms = []
     clients = [k for k, cid in enumerate(dataset.client_ids) if store.path(cid).exists()]
+    if not clients:
+        raise SystemExit(f"{a.run}: no saved client state under {store.root}")
     for k in clients[: a.clients]:
         saved = store.load(dataset.client_ids[k])["critic_state"]
-        labels = [torch.randint(generator.num_classes, (config.batch_size,)) for _ in range(2)]
+        labels = [
+            torch.randint(generator.num_classes, (config.batch_size,))
+            for _ in range(config.fake_batches or config.critic_steps)  # 0: one per critic step
+        ]
         with torch.no_grad():
             fakes = [(model(torch.randn(len(y), config.z_dim), y), y) for y in labels]
         args = (dataset.client_train(k), generator.num_classes, config, saved, fakes, step)
