@@ -18,8 +18,6 @@ here is, or could be, sent to a server), queried with fakes of the run's final r
 from __future__ import annotations
 
 import argparse
-import csv
-import dataclasses
 import json
 from pathlib import Path
 
@@ -27,6 +25,7 @@ import torch
 
 from fedgs.client.state_store import ClientStateStore
 from fedgs.evaluation.generator_loader import load_generator
+from fedgs.evaluation.run_files import RunFiles
 from fedgs.models.losses import generator_upstream_gradient
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for, state_dir_for
@@ -47,7 +46,7 @@ def released_rows(
     steps: int,
 ) -> torch.Tensor:
     """The clean upstream-gradient rows after ``steps`` critic steps at ``lr`` from ``saved``."""
-    critic = PrivateCritic(*images, num_classes, dataclasses.replace(config, lr_critic=lr), seed=0)
+    critic = PrivateCritic(*images, num_classes, config, seed=0)
     critic.load_state_dict(saved)
     for group in critic.optimizer.param_groups:  # the saved optimizer state carries the run's lr
         group["lr"] = lr
@@ -66,14 +65,14 @@ def main() -> None:
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    settings = json.loads((a.run / "config.json").read_text())
-    settings.pop("num_nodes", None)  # what the server recorded of the grid, not a setting
+    run = RunFiles.open(a.run)
+    settings = {k: v for k, v in run.config.items() if k != "num_nodes"}  # num_nodes: the grid's
     run_config = RunConfig.from_user_config(settings)
     config, dataset = run_config.gswgan(), dataset_for(run_config)
     generator = load_generator(a.run)
     model = generator.raw.train()  # queries are generated in training mode
     store = ClientStateStore(state_dir_for(run_config))
-    step = max(int(row["step"]) for row in csv.DictReader((a.run / "metrics.csv").open()))
+    step = int(run.metrics[-1]["step"])
     variants = {(1.0, 1.0)} | {(f, 1.0) for f in a.lr_factors} | {(1.0, f) for f in a.steps_factors}
     cosines: dict[tuple[float, float], list[float]] = {v: [] for v in sorted(variants)}
     norms = []
