@@ -54,9 +54,8 @@ def profile(config: RunConfig, repeats: int, state_dir: Path) -> list[dict]:
     trainer.apply([None])  # drop the pending graph: the parts below are timed alone
     fake, labels = query.images[-1], query.labels[-1]
     real, real_labels = critic._real_batch()
-    noise = torch.Generator().manual_seed(1)
     grads = generator_upstream_gradient(critic.critic, fake, labels)
-    sanitized = sanitize(grads, settings.clip_norm, settings.noise_multiplier, noise)
+    sanitized = sanitize(grads, settings.clip_norm, settings.noise_multiplier)
     fakes_wire = common.encode_fakes(query.images, query.labels, config.wire_dtype)
     gradient_wire = gswgan.encode_gradient(sanitized, config.wire_dtype)
     store = ClientStateStore(state_dir)
@@ -96,7 +95,7 @@ def profile(config: RunConfig, repeats: int, state_dir: Path) -> list[dict]:
         ("upstream gradient dD/dx", "client", lambda: generator_upstream_gradient(
             critic.critic, fake, labels), 1),
         ("sanitizer (clip + noise)", "client", lambda: sanitize(
-            grads, settings.clip_norm, settings.noise_multiplier, noise), 1),
+            grads, settings.clip_norm, settings.noise_multiplier), 1),
         ("critic built (GSWGANSession, before its state is loaded)", "client", lambda:
          PrivateCritic(*dataset.client_train(0), dataset.num_classes, settings, seed=0), 1),
         ("client state load", "client", lambda: store.load("client-0"), 1),

@@ -16,7 +16,6 @@ from flwr.app import RecordDict
 
 from fedgs.client.common import RequestRefused
 from fedgs.client.critic_session import CriticSession
-from fedgs.device import secret_generator
 from fedgs.privacy.events import gswgan_query_event
 from fedgs.privacy.sanitizer import NonFiniteGradientError, SanitizedGradient, sanitize
 from fedgs.protocols import common, gswgan
@@ -69,9 +68,8 @@ class GSWGANSession(CriticSession):
     def _sanitized(self, fake: torch.Tensor, labels: torch.Tensor) -> SanitizedGradient:
         """The critic's sanitized gradient; a diverged critic (NaN/inf) releases a zero signal
         with the same noise, so the wire does not tell the two apart. Counted here only."""
-        noise = secret_generator(self.device)  # unpredictable to the server
         try:
-            return self.critic.answer(fake, labels, noise)
+            return self.critic.answer(fake, labels)
         except NonFiniteGradientError as error:
             failures = self.store.count_failure(self.client_id)
             logger.warning(
@@ -81,4 +79,4 @@ class GSWGANSession(CriticSession):
                 failures,
             )
             zeros = torch.zeros(fake.shape[0], common.PIXELS, device=self.device)
-            return sanitize(zeros, self.gswgan.clip_norm, self.gswgan.noise_multiplier, noise)
+            return sanitize(zeros, self.gswgan.clip_norm, self.gswgan.noise_multiplier)

@@ -1,4 +1,4 @@
-"""Which torch device a process computes on, and the DP noise source that lives there.
+"""Which torch device a process computes on.
 
 ``auto`` takes a GPU when this process can see one: under Ray, a client actor sees a GPU only if
 it asked for a share of one (run-config ``client-num-gpus``), so ``auto`` puts clients without a
@@ -8,7 +8,6 @@ imported by the functions only: the run config validates names without it (fast 
 
 from __future__ import annotations
 
-import secrets
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,10 +28,3 @@ def resolve_device(name: str) -> torch.device:
         raise ValueError("device 'cuda' requested but this process sees no GPU")
     return torch.device(name)
 
-
-def secret_generator(device: torch.device) -> torch.Generator:
-    """A generator on ``device`` seeded from the OS's secrets: DP noise the server cannot
-    predict, drawn where the values it protects are (no copy of them to another device)."""
-    import torch
-
-    return torch.Generator(device=device).manual_seed(secrets.randbits(63))

@@ -11,7 +11,8 @@ from fedgs.client import critic_session
 from fedgs.client.critic_session import CriticSession
 from fedgs.client.gswgan_session import GSWGANSession
 from fedgs.client.pate_gan_session import teacher_session
-from fedgs.device import resolve_device, secret_generator
+from fedgs.device import resolve_device
+from fedgs.privacy.sanitizer import sanitize
 from fedgs.protocols import common, gswgan
 from fedgs.run_config import RunConfig
 from fedgs.simulations.simulate import EngineOptions, backend_config
@@ -43,13 +44,12 @@ def test_run_config_keys_reach_ray_as_client_resources() -> None:
     assert resources == {"num_cpus": 1.0, "num_gpus": 0.25}
 
 
-def test_secret_noise_lives_on_the_device_and_is_not_reproducible() -> None:
+def test_noise_drawn_on_the_cpu_comes_back_to_the_device_and_never_repeats() -> None:
     for name in DEVICES:
-        device = torch.device(name)
-        a, b = secret_generator(device), secret_generator(device)
-        assert a.device.type == name
-        x = torch.randn(4, generator=a, device=device)
-        assert not torch.equal(x, torch.randn(4, generator=b, device=device))
+        rows = torch.zeros(4, 784, device=torch.device(name))
+        a, b = sanitize(rows, 1.0, 1.0), sanitize(rows, 1.0, 1.0)
+        assert a.values.device.type == name and a.values.dtype == rows.dtype
+        assert not torch.equal(a.values, b.values)
 
 
 def _query(trainer: GeneratorTrainer) -> RecordDict:

@@ -17,7 +17,6 @@ from fedgs.privacy import (
     [
         ("autodp-rdp", 51, 10.0, 1e-3),
         ("dp-accounting-rdp", 34.64, 100.0, 1e-3),
-        ("dp-accounting-pld", 5, 3.0, 0.02),  # PLD is the slow one: a coarser bisection
     ],
 )
 def test_untrusted_calibration_hits_the_target(accountant, queries, target, tolerance):

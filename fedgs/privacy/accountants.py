@@ -8,6 +8,16 @@ Three interchangeable back ends with one interface, ``Accountant.epsilon(event, 
 - ``dp-accounting-rdp``: Google's RdpAccountant (tighter RDP to DP conversion).
 - ``dp-accounting-pld``: Google's PLD accountant (tightest; no sampling without replacement).
 
+What each may evaluate, now that fedgs' noise is discrete (``fedgs.privacy.discrete_noise``): a
+``GaussianDpEvent`` is a discrete Gaussian on a grid, whose Renyi divergence between neighbours is
+at most the continuous Gaussian's at every order; so the RDP accountants evaluate it unsampled
+and sampled without replacement (Wang et al.'s bound is built from that RDP curve). Poisson
+sampling: autodp's general bound (Zhu and Wang 2019, no assumption on the mechanism); Google's
+RDP accountant assumes the continuous Gaussian there and refuses. The PLD of the continuous
+Gaussian is not a proven bound for the multivariate discrete Gaussian, so the PLD accountant
+refuses Gaussian events. The discrete Laplace (PATE-GAN) is exact randomized response for
+sensitivity 1: autodp and the PLD accountant evaluate it as such.
+
 Each evaluation starts from a fresh library accountant, so the objects here are stateless and
 can be shared (the registry hands out one instance per name, which also keys result caches).
 """
@@ -95,6 +105,19 @@ def _gaussian_multiplier(event: dp_event.DpEvent, accountant: str) -> float:
     raise UnsupportedEventError(f"{accountant}: a sampled event must wrap Gaussians, got {event}")
 
 
+def _as_randomized_response(event: dp_event.DpEvent) -> dp_event.DpEvent:
+    """``event`` with every discrete Laplace of sensitivity 1 written as the binary randomized
+    response it is (truth with probability e^a / (1 + e^a)), for Google's RDP accountant."""
+    if isinstance(event, dp_event.DiscreteLaplaceDpEvent) and int(event.sensitivity) == 1:
+        a = float(event.noise_parameter)
+        return dp_event.RandomizedResponseDpEvent(2.0 / (1.0 + math.exp(a)), 2)
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return dp_event.SelfComposedDpEvent(_as_randomized_response(event.event), event.count)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return dp_event.ComposedDpEvent([_as_randomized_response(e) for e in event.events])
+    return event
+
+
 class AutodpRdpAccountant:
     """autodp ``anaRDPacct``: the GS-WGAN paper's accountant."""
 
@@ -109,7 +132,7 @@ class AutodpRdpAccountant:
             )
         if any(isinstance(e, dp_event.NonPrivateDpEvent) for e in _walk(event)):
             return math.inf
-        acct = rdp_acct.anaRDPacct()
+        acct = rdp_acct.anaRDPacct()  # autodp-rdp
         curves: dict[tuple[str, float], Callable[[float], float]] = {}
         self._compose(acct, event, 1.0, curves)
         if acct.n == 0:
@@ -139,12 +162,27 @@ class AutodpRdpAccountant:
                 curves[("laplace", scale)] = lambda alpha: rdp_bank.RDP_laplace({"b": scale}, alpha)
             return curves[("laplace", scale)]
 
+        def discrete_laplace_curve(event: dp_event.DiscreteLaplaceDpEvent) -> Callable:
+            # shift 1: exactly randomized response with epsilon a; larger shifts: pure a * s
+            eps = float(event.noise_parameter) * int(event.sensitivity)
+            key = ("discrete-laplace", eps, int(event.sensitivity))
+            if key not in curves:
+                truth = 1.0 / (1.0 + math.exp(-eps))  # e^eps / (1 + e^eps)
+                curves[key] = (
+                    (lambda alpha: rdp_bank.RDP_randresponse({"p": truth}, alpha))
+                    if int(event.sensitivity) == 1
+                    else (lambda alpha: rdp_bank.RDP_pureDP({"eps": eps}, alpha))
+                )
+            return curves[key]
+
         if isinstance(event, dp_event.NoOpDpEvent):
             return
         if isinstance(event, dp_event.GaussianDpEvent):
             acct.compose_mechanism(curve(event.noise_multiplier), coeff=coeff)
         elif isinstance(event, dp_event.LaplaceDpEvent):
             acct.compose_mechanism(laplace_curve(event.noise_multiplier), coeff=coeff)
+        elif isinstance(event, dp_event.DiscreteLaplaceDpEvent):
+            acct.compose_mechanism(discrete_laplace_curve(event), coeff=coeff)
         elif isinstance(event, dp_event.SelfComposedDpEvent):
             self._compose(acct, event.event, coeff * event.count, curves)
         elif isinstance(event, dp_event.ComposedDpEvent):
@@ -156,7 +194,8 @@ class AutodpRdpAccountant:
             acct.compose_subsampled_mechanism(curve(sigma), prob, coeff=coeff)
         elif isinstance(event, dp_event.PoissonSampledDpEvent):
             sigma = _gaussian_multiplier(event.event, self.name)
-            acct.compose_poisson_subsampled_mechanisms(
+            # the general bound: the tight one assumes the continuous Gaussian
+            acct.compose_poisson_subsampled_mechanisms1(
                 curve(sigma), event.sampling_probability, coeff=coeff
             )
         else:
@@ -170,10 +209,15 @@ class DpAccountingRdpAccountant:
 
     def epsilon(self, event: dp_event.DpEvent, delta: float) -> float:
         check_delta(delta)
+        if dp_event.PoissonSampledDpEvent in _sampling_kinds(event):
+            raise UnsupportedEventError(
+                f"{self.name}: its Poisson-sampled Gaussian assumes continuous Gaussian noise, and "
+                "fedgs' noise is a discrete Gaussian; use autodp-rdp (a bound for any mechanism)"
+            )
         relation = _neighboring_relation(event, self.name)
         acct = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
         try:
-            acct.compose(event)
+            acct.compose(_as_randomized_response(event))
         except privacy_accountant.UnsupportedEventError as err:
             raise UnsupportedEventError(f"{self.name}: {err}") from err
         return float(acct.get_epsilon(delta))
@@ -186,6 +230,8 @@ class DpAccountingPldAccountant:
     (never below ``min_interval``, dp-accounting's default): PLD's cost grows with the range of
     the privacy loss over the interval, so a fixed 1e-4 takes ~50 s at the paper's epsilon ~600,
     while the relative one takes ~0.1 s. Rounding is pessimistic: it can only raise epsilon.
+    When every mechanism is a discrete Laplace of one parameter a (its privacy loss is +-a), the
+    interval is shrunk to divide a, so the rounding adds nothing however many steps compose.
     """
 
     name = "dp-accounting-pld"
@@ -201,15 +247,29 @@ class DpAccountingPldAccountant:
                 f"{self.name}: dp-accounting's PLD has no sampling without replacement (the "
                 "trusted-sampler and centralized models); use autodp-rdp or dp-accounting-rdp"
             )
+        if any(isinstance(e, dp_event.GaussianDpEvent) for e in _walk(event)):
+            raise UnsupportedEventError(
+                f"{self.name}: fedgs' Gaussian noise is a discrete Gaussian, whose privacy loss "
+                "distribution is not the continuous Gaussian's (only its RDP is proven the "
+                "same); use autodp-rdp or dp-accounting-rdp"
+            )
         # Add-or-remove: dp-accounting's PLD reads REPLACE_ONE as a shift of +-multiplier,
         # i.e. twice the distance our multipliers are relative to.
         relation = NeighboringRelation.ADD_OR_REMOVE_ONE
         if not pld_privacy_accountant.PLDAccountant(relation).supports(event):
             raise UnsupportedEventError(f"{self.name}: unsupported event {event}")
-        rdp_bound = DpAccountingRdpAccountant().epsilon(event, delta)
+        rdp_bound = AutodpRdpAccountant().epsilon(event, delta)
         interval = self.min_interval
         if math.isfinite(rdp_bound):
             interval = max(interval, self.relative_interval * rdp_bound)
+        losses = {
+            float(e.noise_parameter) * int(e.sensitivity)
+            for e in _walk(event)
+            if isinstance(e, dp_event.DiscreteLaplaceDpEvent)
+        }
+        if len(losses) == 1:
+            (loss,) = losses
+            interval = loss / math.ceil(loss / interval)
         acct = pld_privacy_accountant.PLDAccountant(relation, interval)
         return float(acct.compose(event).get_epsilon(delta))
 

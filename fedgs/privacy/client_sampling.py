@@ -2,8 +2,9 @@
 
 The amplified figures (GS-WGAN's trusted-sampler epsilon, Fed-Avg GAN's Poisson-sampled
 DP-FedAvg epsilon) assume nobody but the sampler can predict which clients a step asks. So by
-default the sampler is seeded from the operating system's secret randomness (``secrets``), its
-state is never written to disk, and a resumed run draws a fresh seed. A fixed ``sampling-seed``
+default the sampler is a ChaCha20 stream under a key from the operating system
+(``fedgs.privacy.randomness.SecureRandom``): no seed exists, its key is never written to disk,
+and a resumed run gets a fresh key. A fixed ``sampling-seed``
 makes runs reproducible, and then the report says that those amplified figures do not hold
 (anyone who knows the seed knows who was sampled); the untrusted-server figure, which assumes
 nothing about sampling, is unaffected.
@@ -17,13 +18,17 @@ a target epsilon. The choice is not uniform, so no amplified figure holds.
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from fedgs.privacy.randomness import SecureRandom
+
 SECRET = -1  # the run-config value of ``sampling-seed`` that asks for secret randomness
+
+# What a strategy samples clients with: both offer ``random(n)`` and ``choice(n, m, replace=False)``
+Sampler = np.random.Generator | SecureRandom
 
 FIXED_SEED_NOTE = (
     "sampling used a fixed seed (reproducible run): whoever knows the seed knows which clients "
@@ -58,13 +63,18 @@ class ClientSampling:
     def secret(self) -> bool:
         return self.seed == SECRET
 
-    def generator(self) -> np.random.Generator:
-        """A fresh sampler: 128 secret bits, or the fixed seed."""
-        return np.random.default_rng(secrets.randbits(128) if self.secret else self.seed)
+    def generator(self) -> Sampler:
+        """A fresh sampler: a new ChaCha20 key, or (reproducible by choice, amplification void)
+        NumPy's generator at the fixed seed."""
+        if self.secret:
+            return SecureRandom()
+        return np.random.default_rng(self.seed)  # reproducible-run option: no secret to keep
 
-    def saved_state(self, sampler: np.random.Generator) -> dict[str, Any] | None:
+    def saved_state(self, sampler: Sampler) -> dict[str, Any] | None:
         """What a checkpoint keeps of the sampler: nothing when the choice must stay secret."""
-        return None if self.secret else sampler.bit_generator.state
+        if isinstance(sampler, SecureRandom):
+            return None
+        return sampler.bit_generator.state
 
     def report(self) -> dict[str, Any]:
         """The ``sampling`` block of privacy.json (``why_void``: the summary's short reason)."""
@@ -76,7 +86,7 @@ class ClientSampling:
             notes.append(LEAST_QUERIED_NOTE)
             reasons.append(LEAST_QUERIED_REASON)
         randomness = (
-            "secret (operating system, Python secrets); not saved"
+            "secret (ChaCha20 keyed by the operating system); not saved"
             if self.secret
             else f"fixed sampling-seed {self.seed} (reproducible)"
         )

@@ -6,6 +6,10 @@ delta) by an accountant at the end, so one description serves every accountant.
 Noise multipliers here are always noise std / L2 distance between the outputs on two
 neighbouring datasets. For GS-WGAN that distance is 2C under replace-one (one client replaced),
 and the noise std is 2C * sigma, so a per-sample multiplier is sigma.
+
+Every Gaussian here is a discrete Gaussian on a grid (``fedgs.privacy.discrete_noise``), whose
+Renyi divergences are at most the continuous Gaussian's: a ``GaussianDpEvent`` is evaluated only
+through its RDP curve (``fedgs.privacy.accountants`` says which accountant may evaluate what).
 """
 
 from __future__ import annotations

@@ -10,12 +10,16 @@ that client casts:
   sign flipped), the matrix by at most 2 sqrt(k B). The server adds N(0, s^2) to every coordinate
   of the vote sum, so one step is one Gaussian of multiplier s / (2 sqrt(k B)) for each voting
   teacher. (The official DataLens code accounts sqrt(2k) per sample, a smaller sensitivity.)
-- **PATE-GAN**: per generated sample the server counts (fake, real) votes and adds Lap(b) to each
-  count. Replacing a teacher moves its vote from one count to the other: L1 distance 2, so each
-  sample's release is a Laplace mechanism of multiplier b / 2, i.e. (2/b, 0)-DP (PATE's 2 gamma
-  with gamma = 1/b); a step composes one such release per sample the teacher voted on. This is
+- **PATE-GAN**: per generated sample the server counts (fake, real) votes and adds discrete
+  Laplace noise DLap(b) (P(y) proportional to exp(-|y|/b)) to each count. Replacing a teacher
+  moves its vote from one count to the other: each count moves by 1, so each sample's release is
+  two discrete Laplace mechanisms of parameter 1/b and sensitivity 1 ((2/b, 0)-DP together,
+  PATE's 2 gamma with gamma = 1/b); a step composes one such release per sample the teacher voted
+  on. A discrete Laplace shifted by 1 is exactly randomized response with epsilon 1/b, whose
+  Renyi divergence is larger than the continuous Laplace's: it is accounted as what runs. This is
   the data-independent bound; PATE's data-dependent (moments) bound would be smaller when the
-  teachers agree, and fedgs does not report it.
+  teachers agree, and fedgs does not report it. (Ledgers before the discrete Laplace recorded
+  continuous Laplace steps, ``LAPLACE``, and still load as such.)
 """
 
 from __future__ import annotations
@@ -53,9 +57,11 @@ def datalens_step_event(noise_std: float, top_k: int, batch_size: int) -> dp_eve
 
 
 def pate_step_event(laplace_scale: float, queries: int) -> dp_event.DpEvent:
-    """One PATE-GAN step for one voting teacher: ``queries`` Laplace releases of multiplier b/2."""
+    """One PATE-GAN step for one voting teacher: ``queries`` samples, each two discrete Laplace
+    counts of parameter 1/b and sensitivity 1."""
     if not laplace_scale > 0 or math.isinf(laplace_scale):
         raise ValueError(f"Laplace scale must be a positive finite number, got {laplace_scale!r}")
-    if queries < 1:
+    if int(queries) != queries or queries < 1:
         raise ValueError(f"a step must label at least one sample, got {queries}")
-    return teacher_step_event(LAPLACE, float(laplace_scale) / 2.0, int(queries))
+    count = dp_event.DiscreteLaplaceDpEvent(1.0 / float(laplace_scale), 1)
+    return dp_event.SelfComposedDpEvent(count, 2 * int(queries))

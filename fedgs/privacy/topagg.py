@@ -3,19 +3,23 @@
 Client: each row of the upstream gradient (one generated sample) keeps its k largest-magnitude
 coordinates as their signs, zeros elsewhere: a vote in {-1, 0, +1} with at most k non-zeros,
 whatever the gradient was, which is what bounds a teacher's influence (``teacher_events``).
-Server: sum the votes of the teachers that answered, add N(0, s^2) to every coordinate, and keep
+Server: sum the votes of the teachers that answered, add discrete Gaussian noise of scale s to
+every coordinate (the sum is an integer vector, so no grid is needed; the discrete Gaussian's RDP
+is the continuous one's, see ``fedgs.privacy.discrete_noise``), and keep
 +1 / -1 where the noisy sum passes +-beta * m (m = teachers *sampled*, a data-independent count),
 0 elsewhere. The official code's deterministic variant (``convert2topk``); no stochastic rounding.
 """
 
 from __future__ import annotations
 
-import secrets
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
+from fedgs.privacy.discrete_noise import discrete_gaussian
+from fedgs.privacy.randomness import SecureRandom
 from fedgs.privacy.sanitizer import NonFiniteGradientError
 
 
@@ -45,21 +49,21 @@ def aggregate_votes(
     noise_std: float,
     threshold: float,
     teachers: int,
-    generator: torch.Generator | None = None,
 ) -> AggregatedVote:
-    """sum(votes) + N(0, s^2) per coordinate, thresholded at +-``threshold`` * ``teachers``.
+    """sum(votes) + discrete Gaussian noise of scale s per coordinate, thresholded at
+    +-``threshold`` * ``teachers``.
 
     ``votes`` are the answering teachers' (B, D) votes (at least one); ``teachers`` is the number
-    sampled, so the threshold does not depend on who answered. The noise generator is seeded
-    from ``secrets`` unless a test passes one.
+    sampled, so the threshold does not depend on who answered. The noise comes from a fresh
+    ChaCha20 key (``fedgs.privacy.randomness``).
     """
     if not votes:
         raise ValueError("aggregate_votes needs at least one vote")
-    if noise_std < 0 or threshold < 0 or teachers < 1:
-        raise ValueError("noise std and threshold must be >= 0 and teachers >= 1")
-    generator = generator or torch.Generator().manual_seed(secrets.randbits(63))
-    total = torch.stack([v.to(torch.float64) for v in votes]).sum(dim=0)
-    noisy = total + noise_std * torch.randn(total.shape, generator=generator, dtype=torch.float64)
+    if not (noise_std > 0 and math.isfinite(noise_std)) or threshold < 0 or teachers < 1:
+        raise ValueError("noise std must be positive and finite, threshold >= 0, teachers >= 1")
+    total = torch.stack([v.to(torch.int64) for v in votes]).sum(dim=0)
+    noise = discrete_gaussian(SecureRandom(), noise_std, total.numel())
+    noisy = total + torch.from_numpy(noise).reshape(total.shape)
     bound = threshold * teachers
     direction = (noisy > bound).to(torch.float32) - (noisy < -bound).to(torch.float32)
     return AggregatedVote(direction, float((direction != 0).float().mean()))

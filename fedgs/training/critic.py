@@ -105,14 +105,12 @@ class PrivateCritic:
         results = [self._critic_step(*batches[i % len(batches)], step) for i in range(n)]
         return CriticStats(sum(r[0] for r in results) / n, sum(r[1] for r in results) / n, n)
 
-    def answer(
-        self, fake: torch.Tensor, fake_labels: torch.Tensor, noise: torch.Generator | None = None
-    ) -> SanitizedGradient:
+    def answer(self, fake: torch.Tensor, fake_labels: torch.Tensor) -> SanitizedGradient:
         """The sanitized upstream gradient for the server's batch: the client's only release."""
         grads = generator_upstream_gradient(
             self.critic, fake.to(self.device), fake_labels.to(self.device)
         )
-        return sanitize(grads, self.config.clip_norm, self.config.noise_multiplier, noise)
+        return sanitize(grads, self.config.clip_norm, self.config.noise_multiplier)
 
     def warm_start(self, steps: int) -> CriticStats:
         """Pre-train D_k against a local, non-private generator that is then thrown away.

