@@ -35,6 +35,7 @@ is: rounding costs 0.0015% more noise, not a different epsilon.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -46,14 +47,14 @@ MAX_SCALE_NUMERATOR = 2**56  # discrete Laplace scales t/s with t above this cou
 _E_INV = math.exp(-1.0)
 
 
-def _fill(count: int, draw: object) -> np.ndarray:
-    """``count`` accepted samples from ``draw(n)`` (which returns the accepted part of n tries).
-
-    Accepted samples are i.i.d., so keeping the first ``count`` of them is unbiased."""
+def _fill(count: int, draw: Callable[[int], np.ndarray], acceptance: float) -> np.ndarray:
+    """``count`` accepted samples from ``draw(n)`` (which returns the accepted part of n tries,
+    about ``acceptance`` * n of them). Accepted samples are i.i.d., so keeping the first
+    ``count`` of them is unbiased."""
     parts, have = [], 0
     while have < count:
         need = count - have
-        accepted = draw(2 * need + 16)  # type: ignore[operator]
+        accepted = draw(int(need / acceptance * 1.05) + 16)
         parts.append(accepted)
         have += accepted.size
     return np.concatenate(parts)[:count] if parts else np.empty(0, dtype=np.int64)
@@ -86,7 +87,7 @@ def discrete_laplace(rng: SecureRandom, scale: float, count: int) -> np.ndarray:
         keep = ~(negative & (magnitude == 0))  # -0 and +0 are one value: drop half of them
         return np.where(negative, -magnitude, magnitude)[keep]
 
-    return _fill(count, draw)
+    return _fill(count, draw, acceptance=0.6)  # 1 - 1/e, less the rejected -0
 
 
 def discrete_gaussian(rng: SecureRandom, sigma: float, count: int) -> np.ndarray:
@@ -101,7 +102,7 @@ def discrete_gaussian(rng: SecureRandom, sigma: float, count: int) -> np.ndarray
         gamma = (np.abs(y).astype(np.float64) - centre) ** 2 / two_var
         return y[rng.bernoulli_exp(gamma)]
 
-    return _fill(count, draw)
+    return _fill(count, draw, acceptance=0.5)  # 0.52 at sigma 0.5, 0.76 at large sigma
 
 
 def grid_step(sensitivity: float, dimension: int) -> float:
