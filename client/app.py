@@ -2,11 +2,13 @@
 
 Run settings come from, in increasing priority: RunConfig defaults, the run config, the node
 config (``flower-supernode --node-config "partition-id=0 state-dir=/state ..."``) and the
-overrides a simulation runner passes to :func:`build_client_app`. The node's privacy policy
-(``policy-*`` node-config keys, ``fedgs.privacy.policy``) wins over all of them: the run config
-may only ask for more privacy. Every message goes through one gate (``fedgs.client.gate``); a
-request the client cannot or will not serve gets an error reply with the reason, and the node
-never crashes on bad input.
+overrides a simulation runner passes to :func:`build_client_app`. What the node owns (its
+``state-dir`` and ``device``, ``fedgs.client.node``) never comes from the run config, and a
+deployed node must pin its state directory. The node's privacy policy (``policy-*`` node-config
+keys, ``fedgs.privacy.policy``) wins over all of them: the run config may only ask for more
+privacy. Every message goes through one gate (``fedgs.client.gate``); a request the client
+cannot or will not serve gets an error reply with the reason, and the node never crashes on bad
+input.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from flwr.clientapp import ClientApp
 
 from fedgs.client import gate
 from fedgs.client.common import RequestRefused
+from fedgs.client.node import client_config
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
 from fedgs.protocols.common import ProtocolError
 from fedgs.run_config import RunConfig
@@ -35,7 +38,7 @@ def _serve(
         if "partition-id" not in context.node_config:
             raise RequestRefused("node config has no 'partition-id': which client is this node?")
         policy = NodePolicy.from_node_config(context.node_config, base)
-        config = RunConfig.from_user_config(context.run_config, context.node_config, overrides)
+        config = client_config(context.run_config, context.node_config, overrides)
         content = gate.serve(
             message.metadata.message_type,
             message.content,
@@ -63,7 +66,8 @@ def build_client_app(
     The nodes' privacy policy is ``policy`` if given, else, with ``overrides`` (a simulation
     runner's user settings), those settings; without either (a deployment), each node's
     ``policy-*`` node-config keys over the safe defaults of ``NodePolicy.deployment_default``.
-    ``policy-*`` node-config keys always win.
+    ``policy-*`` node-config keys always win. Without ``overrides`` the app serves as a
+    deployed node: one whose node config has no ``state-dir`` refuses every request.
     """
     fixed = dict(overrides or {})
     base = policy

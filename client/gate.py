@@ -1,10 +1,15 @@
 """The client's one entry point: every request passes the node's privacy policy first.
 
-In order: the message type must be the policy's strategy (or its warm start), the requested
-noise multiplier and batch must lie inside the policy; only then is the client's lock taken and
-its state loaded, and the handler runs under that lock (budget check, training, sanitizing,
-ledger, save), so concurrent requests to one client are served one after the other. A refusal
-happens before any state is read: it costs nothing and changes nothing.
+In order, each before anything private is touched: the message type must be the policy's
+strategy (or its warm start); every value the run config asks the node to apply must be finite
+and inside the policy (noise multiplier at or above its minimum, its own clip norm, a batch at
+or below its maximum); the request's arrays must have the protocol's shapes, dtypes and finite
+values. Only then does the node read its dataset (which writer it holds, how many classes it
+has, against the labels asked about), take the client's lock and load its state, and the
+handler runs under that lock (budget check, training, sanitizing, ledger, save), so concurrent
+requests to one client are served one after the other. A refusal costs nothing and changes
+nothing; a node whose config lacks its own state directory never gets this far
+(``fedgs.client.node``).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from fedgs.client.state_store import ClientStateStore
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
 from fedgs.protocols import common
 from fedgs.run_config import RunConfig
-from fedgs.run_data import state_dir_for
+from fedgs.run_data import dataset_for, state_dir_for
 
 # (run config with the policy applied, partition id, request content) -> reply content
 Handler = Callable[[RunConfig, int, RecordDict], RecordDict]
@@ -63,6 +68,33 @@ def requested_batch(message_type: str, content: RecordDict) -> int:
     return max(common.fake_batch_size(content, key) for key in keys)
 
 
+def check_message_type(message_type: str, policy: NodePolicy) -> None:
+    """Refuse a message type the node's policy does not serve."""
+    allowed = allowed_message_types(policy)
+    if message_type not in allowed:
+        raise PolicyViolation(
+            f"this node serves only {policy.strategy} ({', '.join(allowed)}; its privacy "
+            f"policy), not '{message_type}'"
+        )
+
+
+def validated_arrays(
+    message_type: str, content: RecordDict, policy: NodePolicy
+) -> list[common.FakeBatches]:
+    """The request's fake batches, checked without any of the node's data (the batch against
+    the policy first, from the shapes alone); a warm start carries only its step count."""
+    if message_type == WARM_START:
+        common.warm_start_steps(content)
+        return []
+    policy.check_batch(requested_batch(message_type, content))
+    entry = QUERIES[message_type]
+    for key in entry.float_records:
+        common.check_floats(common.required(content, key, "query"), key)
+    return [
+        common.decode_fakes(common.required(content, key, "query")) for key in entry.batch_records
+    ]
+
+
 def serve(
     message_type: str,
     content: RecordDict,
@@ -72,16 +104,13 @@ def serve(
 ) -> RecordDict:
     """Answer one request within ``policy``, or raise (PolicyViolation, RequestRefused,
     ProtocolError) before anything private is touched."""
-    allowed = allowed_message_types(policy)
-    if message_type not in allowed:
-        raise PolicyViolation(
-            f"this node serves only {policy.strategy} ({', '.join(allowed)}; its privacy "
-            f"policy), not '{message_type}'"
-        )
+    check_message_type(message_type, policy)
+    policy.check_values(config)
     config = policy.applied_to(config)
-    if message_type != WARM_START:
-        batch = requested_batch(message_type, content)
-        policy.check_request(config.noise_multiplier, batch)
+    batches = validated_arrays(message_type, content, policy)
     client_id = client_id_of(config, partition_id)
+    num_classes = dataset_for(config).num_classes
+    for fakes in batches:
+        common.check_classes(fakes, num_classes)
     with ClientStateStore(state_dir_for(config)).locked(client_id):
         return HANDLERS[message_type](config, partition_id, content)

@@ -55,6 +55,9 @@ class Algorithm:
     # the query's ArrayRecords of fake batches (fedgs.protocols.common's format): the client's
     # gate checks each one's batch size against the node policy before anything is decoded
     batch_records: tuple[str, ...] = ("fakes",)
+    # the query's ArrayRecords of float arrays (e.g. network weights): the gate checks that each
+    # decodes to finite floats before any data is loaded; names and shapes are the session's
+    float_records: tuple[str, ...] = ()
     # run-config keys only this strategy reads: set away from their defaults under any other
     # strategy, the run config refuses them (instead of a run that silently ignores them)
     own_options: tuple[str, ...] = ()
@@ -122,6 +125,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             warm_start_session=None,  # its clients keep no critic between rounds
             update_bytes="fedgs.comm:fedavg_update_bytes",
             paper_bytes=3.94e7,
+            float_records=("critic",),  # fedgs.protocols.fedavg_gan.CRITIC: D's weights
         ),
         Algorithm(
             "datalens",

@@ -15,8 +15,11 @@ import torch
 from fedgs.deploy import processes
 from fedgs.privacy import PrivacyLedger
 
-# tiny models and batches (the embedded data, one client per node): seconds per step
+# tiny models and batches (the embedded data, one client per node): seconds per step; sigma 12
+# keeps a node inside its default budget (epsilon 10) for ~50 queries of 8 rows, more than a
+# module's deployment asks of one node
 SMALL = {
+    "noise-multiplier": 12.0,
     "batch-size": 8,
     "critic-steps": 2,
     "generator-width": 8,

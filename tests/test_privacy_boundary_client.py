@@ -194,8 +194,9 @@ def test_requests_outside_the_policy_are_refused_and_change_nothing(config: RunC
 def test_the_node_policy_wins_over_the_run_config(config: RunConfig) -> None:
     node = {"partition-id": 0, "policy-min-noise-multiplier": 1.5, "policy-clip-norm": 0.5}
     policy = NodePolicy.from_node_config(node | {"policy-epsilon-budget": 500.0})
-    # the server asks for a looser clip norm, delta and budget: the node applies its own
-    loose = config.with_updates(noise_multiplier=3.0, clip_norm=10.0, delta=0.1)
+    # a clip norm other than the node's is refused (tests/test_node_ground.py); the server asks
+    # for a looser delta and budget: the node applies its own
+    loose = config.with_updates(noise_multiplier=3.0, clip_norm=0.5, delta=0.1)
     reply = gate.serve(gswgan.QUERY, fakes(8), loose, policy, 0)
     assert dict(reply[common.POLICY_USED]) == {
         "strategy": "gswgan",

@@ -53,7 +53,8 @@ class LocalOptions:
     deployment share one machine's cores, and several multi-threaded processes on the same
     cores wait on each other: on 2 busy cores a critic query took 10 s with 2 threads, 2.4 s
     with 1 (the simulation engine gives each client one CPU the same way). ``policy``: every
-    node's privacy policy, ``policy-*`` node-config keys (fedgs.privacy.policy).
+    node's privacy policy, ``policy-*`` node-config keys (fedgs.privacy.policy). ``device``:
+    what every node computes on (its node-config ``device``; the run config's is the server's).
     ``in_memory_state``: the SuperLink keeps its state (nodes, runs, messages) in memory
     instead of a SQLite file in ``out`` (a deployed step took 0.55-0.65 of the time,
     benchmarks/RESULTS.md). Nothing of a local deployment outlives its SuperLink but that state:
@@ -71,15 +72,18 @@ class LocalOptions:
     policy: Mapping[str, str | int | float] = field(default_factory=dict)
     in_memory_state: bool = True
     doorbell: bool = True
+    device: str = "auto"
 
     def __post_init__(self) -> None:
         from fedgs.privacy.policy import NodePolicy
+        from fedgs.run_config import RunConfig
 
         if self.threads < 0:
             raise ValueError(
                 f"threads must be 0 (the inherited setting) or more, got {self.threads}"
             )
         NodePolicy.from_node_config(self.policy)  # a bad policy fails here, not on every node
+        RunConfig(device=self.device)  # so does an unknown device
 
 
 def free_port() -> int:
@@ -238,6 +242,7 @@ class LocalDeployment:
                     self.options.nodes,
                     str(self.state_dir(partition_id)),
                     self.options.policy,
+                    self.options.device,
                 ),
                 superexec_secret=node_secret,
                 python=sys.executable if self.options.warm else None,

@@ -10,6 +10,7 @@ policy (:meth:`NodePolicy.from_run_config`). Flower-free: the client's gate appl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -20,15 +21,18 @@ from fedgs.run_config import RunConfig, coerce
 
 PREFIX = "policy-"
 
-# Deployment defaults for keys a node config leaves out (README, "Node privacy policy"): a
-# default deployed GS-WGAN run (sigma 1.07, batch 32, 200 steps over 3 nodes: ~67 queries per
-# node, epsilon ~1,150 untrusted server, autodp-rdp, delta 1e-5) fits in them. The budget caps
-# a node at ~120 such queries; it bounds what a server can take, and a data holder who wants a
-# meaningful guarantee sets a much smaller one.
+# Deployment defaults for keys a node config leaves out (README, "Node privacy policy"). The
+# budget is one a data holder can defend: epsilon 10 per writer against an untrusted server
+# (autodp-rdp, delta 1e-5). A run fits it when each node answers few, well-noised queries: e.g.
+# `fedgs deploy local`'s defaults (sigma 12, batch 32, least-queried sampling, 20 steps over 3
+# nodes: 7 queries, epsilon ~6.8 per node); the paper's sigma 1.07 at batch 32 spends ~39 on a
+# single query, so such a run is refused from its first query, with this budget in the reason.
 DEFAULT_MIN_NOISE_MULTIPLIER = 1.0
 DEFAULT_MAX_BATCH_SIZE = 64
-DEFAULT_EPSILON_BUDGET = 2000.0  # untrusted server, per client; gswgan only
+DEFAULT_EPSILON_BUDGET = 10.0  # untrusted server, per client; gswgan only
 DEFAULT_CLIP_NORM = {"fedavg-gan": RunConfig.fedavg_clip_norm}  # others: RunConfig.clip_norm
+# the run-config key of the clip norm a strategy's client applies (the others clip nothing)
+CLIP_KEYS = {"gswgan": "clip-norm", "fedavg-gan": "fedavg-clip-norm"}
 
 
 class PolicyViolation(ValueError):
@@ -57,11 +61,17 @@ class NodePolicy:
 
         checks = [
             (self.strategy in STRATEGIES, f"strategy must be one of {', '.join(STRATEGIES)}"),
-            (self.min_noise_multiplier >= 0, "min-noise-multiplier must be >= 0"),
-            (self.clip_norm > 0, "clip-norm must be positive"),
+            (
+                0 <= self.min_noise_multiplier < math.inf,
+                "min-noise-multiplier must be >= 0 and finite",
+            ),
+            (0 < self.clip_norm < math.inf, "clip-norm must be positive and finite"),
             (self.max_batch_size >= 1, "max-batch-size must be >= 1"),
             (0 < self.delta < 1, "delta must lie in (0, 1)"),
-            (self.epsilon_budget >= 0, "epsilon-budget must be >= 0 (0 = no budget)"),
+            (
+                0 <= self.epsilon_budget < math.inf,
+                "epsilon-budget must be >= 0 and finite (0 = no budget)",
+            ),
             (
                 self.accountant in ACCOUNTANT_NAMES,
                 f"accountant must be one of {', '.join(ACCOUNTANT_NAMES)}",
@@ -120,17 +130,44 @@ class NodePolicy:
         }
         return replace(base, **changes)
 
-    def check_request(self, noise_multiplier: float, batch_size: int) -> None:
-        """Refuse (PolicyViolation) a query of this node's strategy outside the policy."""
+    def check_values(self, config: RunConfig) -> None:
+        """Refuse (PolicyViolation) a run config the node would have to apply outside its
+        policy: any non-finite value, a noise multiplier below its minimum, or another clip norm
+        than its own (the node never clips with another, and a server that assumed one would
+        misread every reply's scale)."""
+        refuse_non_finite(config)
+        self.check_noise(config.noise_multiplier)
+        key = CLIP_KEYS.get(self.strategy)
+        if key is None:
+            return
+        asked = getattr(config, key.replace("-", "_"))
+        if not math.isclose(asked, self.clip_norm, rel_tol=1e-9):
+            raise PolicyViolation(
+                f"the run asks for {key} {asked:g}, but this node clips at {self.clip_norm:g} "
+                f"(its policy-clip-norm): run with {key}={self.clip_norm:g}"
+            )
+
+    def check_noise(self, noise_multiplier: float) -> None:
+        """Refuse a non-finite noise multiplier, or (GS-WGAN) one below the node's minimum."""
+        if not math.isfinite(noise_multiplier):
+            raise PolicyViolation(f"noise multiplier {noise_multiplier} is not a finite number")
         if self.strategy == "gswgan" and noise_multiplier < self.min_noise_multiplier:
             raise PolicyViolation(
                 f"noise multiplier {noise_multiplier:g} is below this node's minimum "
                 f"{self.min_noise_multiplier:g}"
             )
+
+    def check_batch(self, batch_size: int) -> None:
+        """Refuse a batch above the node's maximum."""
         if batch_size > self.max_batch_size:
             raise PolicyViolation(
                 f"batch of {batch_size} is above this node's maximum of {self.max_batch_size}"
             )
+
+    def check_request(self, noise_multiplier: float, batch_size: int) -> None:
+        """Refuse (PolicyViolation) a query of this node's strategy outside the policy."""
+        self.check_noise(noise_multiplier)
+        self.check_batch(batch_size)
 
     def budget_under(self, requested: float) -> float:
         """The budget the client enforces: the policy's, or the run config's if tighter
@@ -150,6 +187,18 @@ class NodePolicy:
             client_budget_epsilon=self.budget_under(config.client_budget_epsilon),
             **clip,
         )
+
+
+def refuse_non_finite(config: RunConfig) -> None:
+    """Every number a node is asked to apply must be finite: a NaN or infinite value would pass
+    every comparison against the policy (NaN < minimum is false) and reach the mechanism."""
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            key = f.name.replace("_", "-")
+            raise PolicyViolation(
+                f"run-config '{key}' is {value}: a node applies finite values only"
+            )
 
 
 def _coerce(value: Any, default: Any, key: str) -> Any:

@@ -119,8 +119,10 @@ def encode_fakes(
     )
 
 
-def decode_fakes(record: ArrayRecord, num_classes: int) -> FakeBatches:
-    """Check every property a client relies on; raise ProtocolError naming the first failure."""
+def decode_fakes(record: ArrayRecord, num_classes: int | None = None) -> FakeBatches:
+    """Check every property a client relies on; raise ProtocolError naming the first failure.
+    Without ``num_classes`` (the node's gate, before it loads any data) labels need only be
+    non-negative integers; the class bound is :func:`check_classes`'s."""
     arrays = record_arrays(record)
     for key in (IMAGES, LABELS):
         if key not in arrays:
@@ -137,14 +139,42 @@ def decode_fakes(record: ArrayRecord, num_classes: int) -> FakeBatches:
         raise ProtocolError("images must be finite floats")
     if np.abs(images).max() > 1.0 + 1e-4:
         raise ProtocolError("images must lie in [-1, 1]")
-    if labels.dtype.kind not in "iu" or labels.min() < 0 or labels.max() >= num_classes:
-        raise ProtocolError(f"labels must be integers in [0, {num_classes})")
-    return FakeBatches(
+    if labels.dtype.kind not in "iu" or labels.min() < 0:
+        raise ProtocolError("labels must be integers >= 0")
+    fakes = FakeBatches(
         torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32)).view(
             n_dis, batch, 1, 28, 28
         ),
         torch.from_numpy(labels.astype(np.int64)),
     )
+    if num_classes is not None:
+        check_classes(fakes, num_classes)
+    return fakes
+
+
+def check_classes(fakes: FakeBatches, num_classes: int) -> None:
+    """Every label names one of the node's ``num_classes`` classes, or ProtocolError."""
+    if int(fakes.labels.max()) >= num_classes:
+        raise ProtocolError(f"labels must be integers in [0, {num_classes})")
+
+
+def check_floats(record: ArrayRecord, what: str) -> None:
+    """Every array of ``record`` is a finite float payload (names and shapes are the
+    session's to check against its own network), or ProtocolError naming it."""
+    for name, array in record.items():
+        values = decode_floats(array.numpy(), f"{what}/{name}")
+        if not np.isfinite(values).all():
+            raise ProtocolError(f"'{what}/{name}' has non-finite values")
+
+
+def warm_start_steps(content: RecordDict) -> int | None:
+    """The steps a warm start asks for (None: the run config's), or ProtocolError."""
+    if WARM_START_CONFIG not in content.config_records:
+        return None
+    steps = content.config_records[WARM_START_CONFIG].get(STEPS)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise ProtocolError(f"warm-start '{STEPS}' must be an integer >= 0, got {steps!r}")
+    return steps
 
 
 def fake_batch_size(content: RecordDict, key: str) -> int:
