@@ -83,11 +83,46 @@ def test_centralized_setting_reports_the_papers_ten(capsys):
 
 
 def test_text_output_labels_each_number(capsys):
-    assert run([*PAPER_FEDERATED, "--accountant", "dp-accounting-pld"]) == 0
+    assert run([*PAPER_FEDERATED, "--accountant", "dp-accounting-rdp"]) == 0
     text = capsys.readouterr().out
-    assert text.count("[dp-accounting-pld]") == 3 and "[autodp-rdp]" in text
+    assert text.count("[dp-accounting-rdp]") == 3 and "[autodp-rdp]" in text
     assert "untrusted-server, most-queried client" in text and "trusted-sampler" in text
-    assert "n/a" in text  # PLD has no sampling without replacement
+    # the trusted-sampler line names the bound it reports (here the untrusted-server one)
+    assert "tightest valid bound: untrusted-server bound [dp-accounting-rdp]" in text
+    assert "trusted-sampler bounds (the smallest is reported): autodp-rdp" in text
+
+
+ISSUE_40 = ["--clients", "3400", "--steps", "2000", "--batch-size", "32"]
+ISSUE_40 += ["--noise-multiplier", "1.5", "--delta", "1e-5"]
+FIRST_RUN = ["--clients", "50", "--steps", "200", "--batch-size", "32"]
+FIRST_RUN += ["--noise-multiplier", "1.07", "--delta", "1e-5"]
+STRONG_NOISE = ["--clients", "50", "--steps", "400", "--batch-size", "1"]
+STRONG_NOISE += ["--noise-multiplier", "8", "--delta", "1e-5"]
+
+
+@pytest.mark.parametrize("plan", [ISSUE_40, FIRST_RUN, STRONG_NOISE])
+def test_the_trusted_sampler_figure_is_the_tightest_valid_bound(plan, capsys):
+    """Never above the untrusted-server figure (issue 40: 473.5 was printed beside 76, and
+    4,175 beside 165): the smallest of each RDP accountant's amplified bound and that figure."""
+    from fedgs.privacy.events import trusted_sampler_event
+
+    assert run([*plan, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    untrusted = out["epsilon_untrusted_worst_client"]
+    p = out["parameters"]
+    event = trusted_sampler_event(
+        p["steps"], p["clients"], p["clients_per_step"], p["noise_multiplier"], p["batch_size"]
+    )
+    bounds = {
+        name: get_accountant(name).epsilon(event, 1e-5)
+        for name in ("autodp-rdp", "dp-accounting-rdp")
+    } | {"untrusted-server bound": untrusted}
+    assert out["epsilon_trusted_sampler"] <= untrusted
+    assert out["epsilon_trusted_sampler"] == pytest.approx(min(bounds.values()))
+    assert out["epsilon_trusted_sampler_bounds"] == pytest.approx(bounds)
+    assert out["epsilon_trusted_sampler_tightest"] == min(bounds, key=bounds.__getitem__)
+    if plan is STRONG_NOISE:  # amplification pays off: an RDP bound wins
+        assert out["epsilon_trusted_sampler"] < untrusted
 
 
 def test_target_epsilon_calibrates_for_the_worst_client(capsys):

@@ -117,14 +117,27 @@ def privacy_numbers(strategy: str, run_dir: Path) -> dict[str, float]:
 
 
 # Keys added since those values were recorded (new information, not changed numbers): the
-# nodes asked that never answered (the run summary's dead-node line).
-ADDED_SINCE: dict[str, dict[str, float]] = {"gswgan": {"queries.unattributed_nodes": 0.0}}
+# nodes asked that never answered (the run summary's dead-node line); the trusted-sampler
+# candidate bounds (issue 40; this flattening keeps the one whose name says "accounting").
+ADDED_SINCE: dict[str, dict[str, float]] = {
+    "gswgan": {
+        "queries.unattributed_nodes": 0.0,
+        "trusted_sampler.bounds.dp-accounting-rdp": 19.073144844869272,
+    }
+}
+
+
+# Numbers changed on purpose since: issue 40 reports the tightest valid trusted-sampler bound,
+# here the untrusted-server figure (the amplified autodp bound above was reported before).
+CHANGED_SINCE: dict[str, dict[str, float]] = {
+    "gswgan": {"trusted_sampler.epsilon": 16.178129538167994},
+}
 
 
 @pytest.mark.parametrize("strategy", sorted(EXPECTED))
 def test_privacy_json_numbers_match_pre_refactor(strategy: str, tmp_path: Path) -> None:
     found = privacy_numbers(strategy, tmp_path / "run")
-    expected = EXPECTED[strategy] | ADDED_SINCE.get(strategy, {})
+    expected = EXPECTED[strategy] | ADDED_SINCE.get(strategy, {}) | CHANGED_SINCE.get(strategy, {})
     assert found.keys() == expected.keys()
     for key, value in expected.items():
         assert found[key] == pytest.approx(value, rel=1e-9), key

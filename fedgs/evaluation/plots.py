@@ -30,7 +30,7 @@ CURVES = (
     ("inception_score", "Inception Score (domain classifier)"),
     ("label_agreement", "label agreement"),
     ("epsilon_untrusted", "epsilon, untrusted server (replace-one; run's accountant, delta)"),
-    ("epsilon_trusted_sampler", "epsilon, trusted sampler (replace-one; run's accountant, delta)"),
+    ("epsilon_trusted_sampler", "epsilon, trusted sampler (replace-one; tightest valid bound)"),
     ("epsilon_trusted_server", "epsilon, trusted server (Fed-Avg GAN, add/remove-one)"),
     ("epsilon_trusted_aggregator", "epsilon, trusted aggregator (teachers, replace-one)"),
     ("received_row_norm_mean", "mean L2 norm of the received sanitized rows (server-side)"),

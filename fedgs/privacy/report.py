@@ -38,13 +38,15 @@ def privacy_report(
     strategy: str, summary: dict[str, Any], details: dict[str, Any], sampling: dict[str, Any]
 ) -> dict[str, Any]:
     """The privacy.json of a run: a ledger's ``summary``, the strategy's ``details`` (steps,
-    parameters) and its ``sampling``; a secret-sampling figure is voided by a sampling seed."""
+    parameters) and its ``sampling``; a secret-sampling figure is voided by a sampling seed
+    (its own note kept after the sampling one; ``summary`` is left as it was: runs reuse it)."""
     report = {"version": VERSION, "strategy": strategy} | summary | details
     report["sampling"] = sampling
     if not sampling.get("amplified_figures_hold", True):
-        for block in epsilon_blocks(report).values():
+        for key, block in epsilon_blocks(report).items():
             if block.get("threat_model") in SECRET_SAMPLING:
-                block |= {"holds": False, "note": sampling["note"]}
+                notes = [sampling["note"], *([block["note"]] if "note" in block else [])]
+                report[key] = block | {"holds": False, "note": "; ".join(notes)}
     return report
 
 

@@ -107,6 +107,20 @@ def _amplified(figure: dict, sampling: dict, text: str) -> str:
     return text
 
 
+def _trusted_sampler_figure(trusted: dict, steps: int) -> str:
+    """The trusted-sampler epsilon, which bound it is (the tightest valid one) and, when it was
+    computed before the report's last step (at a checkpoint), at which step."""
+    if trusted.get("epsilon") is None:
+        return ""
+    text = f"{trusted['epsilon']:.2f}"
+    if "tightest" in trusted:
+        text += f" (tightest valid bound: {trusted['tightest']})"
+    computed = trusted.get("computed_at_step")
+    if computed is not None and computed != steps:
+        text += f" [computed at step {computed}]"
+    return text
+
+
 def _teacher_privacy_lines(privacy: dict) -> list[str]:
     aggregator, votes = privacy["trusted_aggregator"], privacy["votes"]
     neighbouring = privacy["neighbouring"]
@@ -143,13 +157,13 @@ def _privacy_lines(privacy: dict) -> list[str]:
     untrusted, trusted = privacy["untrusted_server"], privacy["trusted_sampler"]
     queries = privacy["queries"]
     neighbouring = privacy["neighbouring"]
-    sampler_figure = "" if trusted.get("epsilon") is None else f"{trusted['epsilon']:.2f}"
     lines = [
         f"{privacy['steps']} private generator steps",
         f"  epsilon (untrusted server, {untrusted['accountant']}, {delta}, {neighbouring}; "
         f"max over clients): {untrusted['epsilon']:.2f}",
         f"  epsilon (trusted sampler: assumes secret uniform sampling, {trusted['accountant']}, "
-        f"{delta}, {neighbouring}): " + _amplified(trusted, sampling, sampler_figure),
+        f"{delta}, {neighbouring}): "
+        + _amplified(trusted, sampling, _trusted_sampler_figure(trusted, privacy["steps"])),
         f"  queries per client (paid when sent): max {queries['max']}, median "
         f"{queries['median']} over {queries['clients_queried']} clients",
     ]
