@@ -3,8 +3,9 @@
 Writes the run directory (config, metrics CSV per step, privacy report, sample grids at
 checkpoints, final generator; with ``snapshot-every``, the generator on the way) and checkpoints
 every ``checkpoint-every`` steps so ``resume=true`` continues a killed run with its ledger intact.
-Every step's queries are paid for in the ledger and the ledger is on disk *before* the messages are
-sent, so a kill at any point leaves the server's ledger at or above every client's own. A step's
+Every step's queries are paid for in the ledger, and the ledger and privacy.json are on disk
+*before* the messages are sent (and again after the replies), so a kill at any point leaves the
+server's ledger and report at or above every client's own. A step's
 metrics row is what the strategy's ``aggregate_train`` returns (as Flower's own strategies report),
 plus the bytes and time the loop measured; each run names its epsilon column after its threat model
 (GS-WGAN: ``epsilon_untrusted``, max over clients; Fed-Avg GAN: ``epsilon_trusted_server``). Every
@@ -86,6 +87,7 @@ class FederatedRun(ABC):
         self.sampler = self.sampling.generator()
         self.identities = NodeIdentities()  # node -> client, learned from replies
         self.step = 0
+        self.in_flight: int | None = None  # a step sent whose replies are not in yet
         self.evaluator = (
             GeneratorEvaluator.for_dataset(self.dataset, config.eval_samples)
             if config.eval_every > 0
@@ -141,9 +143,19 @@ class FederatedRun(ABC):
         return f"eps({self.threat_model},{c.accountant},delta={c.delta:g},{self.neighbouring})"
 
     # --- privacy state, checkpoints and the privacy report
-    def save_privacy_state(self) -> None:
-        """What was paid is on disk before a step's messages are sent, and again after."""
+    def step_privacy_report(self) -> None:
+        """privacy.json as it stands now, written every step (before the messages leave and
+        after the replies): cheap figures only. Default: the full ``privacy_report``."""
+        self.privacy_report()
+
+    def _save_ledger(self) -> None:
         write_atomic(self.out.root / self.ledger_file, self.ledger.to_json().encode())
+
+    def save_privacy_state(self) -> None:
+        """What was paid is on disk before a step's messages are sent, and again after: the
+        ledger, then privacy.json (so a kill never leaves the report below a client's ledger)."""
+        self._save_ledger()
+        self.step_privacy_report()
 
     def load_privacy_state(self) -> None:
         """Resume what was paid, checkpoint or not: a run killed before its first checkpoint
@@ -156,7 +168,7 @@ class FederatedRun(ABC):
         """Save the checkpoint, the ledger and the privacy report; return the columns to log."""
         saved_sampler = self.sampling.saved_state(self.sampler)
         save_checkpoint(self.out.root, self.step, self.trainer.state_dict(), saved_sampler)
-        self.save_privacy_state()
+        self._save_ledger()
         return self.privacy_report()
 
     def snapshot(self) -> None:
@@ -181,7 +193,10 @@ class FederatedRun(ABC):
         return True
 
     def write_privacy(self, summary: dict, details: dict) -> dict:
-        """privacy.json through the one writer: a ledger's summary and the run's details."""
+        """privacy.json through the one writer: a ledger's summary and the run's details (and
+        the step whose queries are out, paid, while its replies are awaited)."""
+        if self.in_flight is not None:
+            details = details | {"step_in_flight": self.in_flight}
         return self.out.write_privacy_report(
             self.config.strategy, summary, details, self.sampling.report()
         )
@@ -201,13 +216,14 @@ class FederatedRun(ABC):
         and checkpointed."""
         c = self.config
         messages = list(self.strategy.configure_train(step, ArrayRecord(), ConfigRecord(), grid))
+        self.in_flight = step
         self.save_privacy_state()  # paid when sent: on disk before anything leaves
         bytes_down = sum(message_bytes(m) for m in messages)
         replies = list(grid.send_and_receive(messages, timeout=c.reply_timeout))
         bytes_up = sum(message_bytes(r) for r in replies)
         _, metrics = self.strategy.aggregate_train(step, replies)
+        self.step, self.in_flight = step, None
         self.save_privacy_state()  # the replies' outcomes and the clients they named
-        self.step = step
         measured = {
             "step": step,
             "bytes_down": bytes_down,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
 from flwr.serverapp import Grid
 
@@ -15,6 +16,7 @@ from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import LEDGER_NAME
 from fedgs.server.federated_run import METRIC_COLUMNS, FederatedRun, wait_for_nodes
 from fedgs.server.gswgan_strategy import GSWGANStrategy
+from fedgs.server.target_stop import would_pass
 from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.public_pretraining import pretrain_on_public_digits, public_data_record
@@ -44,6 +46,7 @@ class GSWGANRun(FederatedRun):
             device=resolve_device(config.device),
         )
         self.ledger = PrivacyLedger()
+        self.trusted: dict[str, Any] | None = None  # the last trusted-sampler block computed
         self.strategy = GSWGANStrategy(
             self.trainer,
             self.ledger,
@@ -67,24 +70,28 @@ class GSWGANRun(FederatedRun):
             warm_start_clients(grid, c, self.identities)
 
     def would_pass_target(self, grid: Grid) -> bool:
-        """Whether one more step could take the run epsilon past the target. Least-queried
-        sampling: the worst the rule's next step can charge, on a copy of the ledger, its
-        replies assumed to arrive (the rule is public, so its choice may decide the stop).
-        Uniform sampling: the worst case, the most-queried client asked again; the secret draw
-        must not decide the stop, or the stop would tell who was drawn."""
-        target, c = self.config.target_epsilon, self.config
-        if target <= 0:
+        """Whether one more step could take the reported epsilon past the target
+        (``target_stop``: lost replies of nodes whose client is unknown count for every client).
+        Least-queried sampling: the nodes the rule's next step can ask (the rule is public, so
+        its choice may decide the stop). Uniform sampling: any node; the secret draw must not
+        decide the stop, or the stop would tell who was drawn."""
+        c = self.config
+        if c.target_epsilon <= 0:
             return False
+        nodes = sorted(grid.get_node_ids())
         if c.client_sampling == LEAST_QUERIED:
-            probe = PrivacyLedger.from_json(self.ledger.to_json())
-            nodes = sorted(grid.get_node_ids())
-            worst_case = self.strategy.least_queried_worst_case(nodes)
-            self.strategy.charge(worst_case, probe, answered=True)
-            return probe.epsilon_untrusted_max(c.delta, c.accountant)[0] > target
-        _, worst = self.ledger.epsilon_untrusted_max(c.delta, c.accountant)
-        client = worst if worst is not None else "any"
+            nodes = self.strategy.least_queried_worst_case(nodes)
+        askable = [self.identities.client_of(node) for node in nodes]
         query = gswgan_query_event(c.noise_multiplier, c.batch_size)
-        return self.ledger.would_exceed(client, query, target, c.delta, c.accountant)
+        return would_pass(
+            self.ledger,
+            query,
+            askable,
+            c.clients_per_step,
+            c.target_epsilon,
+            c.delta,
+            c.accountant,
+        )
 
     def privacy_row(self) -> dict:
         c = self.config
@@ -92,9 +99,26 @@ class GSWGANRun(FederatedRun):
         return {self.epsilon_column: epsilon}
 
     def privacy_report(self) -> dict:
+        """privacy.json with the trusted-sampler figure computed now (~0.2 s: subsampled RDP
+        with every RDP accountant, so at checkpoints only)."""
         c = self.config
-        report = self.write_privacy(
-            self.ledger.summary(c.delta, c.accountant),
+        trusted = self.ledger.trusted_sampler_summary(c.delta, c.accountant)
+        self.trusted = trusted | {"computed_at_step": self.step}
+        self._write_report()
+        return {"epsilon_trusted_sampler": trusted["epsilon"]}
+
+    def step_privacy_report(self) -> None:
+        """privacy.json every step: the untrusted-server figure and the query counts of now, the
+        trusted-sampler figure of its last checkpoint (``computed_at_step`` says which)."""
+        if self.trusted is None:  # a new or resumed run's first write: computed once
+            self.privacy_report()
+            return
+        self._write_report()
+
+    def _write_report(self) -> dict:
+        c = self.config
+        return self.write_privacy(
+            self.ledger.summary(c.delta, c.accountant, self.trusted),
             {
                 "steps": self.step,
                 "noise_multiplier": c.noise_multiplier,
@@ -102,8 +126,6 @@ class GSWGANRun(FederatedRun):
             }
             | public_data_record(c.public_pretrain_steps),
         )
-        # the trusted-sampler figure costs ~0.2 s (subsampled RDP): computed at checkpoints
-        return {"epsilon_trusted_sampler": report["trusted_sampler"]["epsilon"]}
 
     def save_generator(self, out: RunDirectory) -> None:
         t = self.trainer

@@ -144,19 +144,15 @@ class GSWGANStrategy(ServerScoredStrategy):
             len(nodes), self._population, config.noise_multiplier, config.batch_size
         )
 
-    def charge(self, nodes: list[int], ledger: PrivacyLedger, answered: bool = False) -> None:
-        """One query to each node's client in ``ledger`` (the run's, or a copy of it to look
-        one step ahead). A node whose client is not known yet is charged unattributed (it counts
-        for every client until a reply names its client), or with ``answered`` as its own
-        client: a look-ahead that assumes the step's replies arrive and bind their nodes."""
+    def charge(self, nodes: list[int], ledger: PrivacyLedger) -> None:
+        """One query to each node's client in ``ledger``. A node whose client is not known yet
+        is charged unattributed: it counts for every client until a reply names its client."""
         config = self.trainer.config
         query = gswgan_query_event(config.noise_multiplier, config.batch_size)
         for node in nodes:
             client = self.identities.client_of(node)
             if client is not None:
                 ledger.record(client, query)
-            elif answered:
-                ledger.record(self.identities.label(node), query)
             else:
                 ledger.record_unattributed(self.identities.label(node), query)
 

@@ -19,6 +19,17 @@ DATA_DEPENDENT_NOTE = (
 )
 
 
+def _per_sample_epsilon(step: dp_event.DpEvent) -> tuple[int, float]:
+    """(samples voted on, pure epsilon per sample) of a step: two discrete Laplace counts per
+    sample (``teacher_events.pate_step_event``), or one continuous Laplace release per sample
+    (ledgers written before the discrete Laplace)."""
+    count = step.count if isinstance(step, dp_event.SelfComposedDpEvent) else 1
+    release = step.event if isinstance(step, dp_event.SelfComposedDpEvent) else step
+    if isinstance(release, dp_event.DiscreteLaplaceDpEvent):
+        return count // 2, 2 * release.noise_parameter * release.sensitivity
+    return count, 1.0 / release.noise_multiplier
+
+
 class PateGANRun(TeacherRun):
     """PATE-GAN: clients' teacher discriminators vote, the server trains a student and G."""
 
@@ -40,11 +51,11 @@ class PateGANRun(TeacherRun):
 
     def mechanism(self) -> dict[str, Any]:
         s = self.settings
-        step = self.step_event()  # Laplace releases, one per sample voted on
-        queries = step.count if isinstance(step, dp_event.SelfComposedDpEvent) else 1
-        multiplier = (step.event if queries > 1 else step).noise_multiplier
+        queries, per_sample = _per_sample_epsilon(self.step_event())
+        multiplier = 1.0 / per_sample  # Laplace scale / L1 sensitivity of a sample's votes
         return {
-            "name": "PATE LNMax: Laplace noise on the real/fake vote counts of every sample",
+            "name": "PATE LNMax: discrete Laplace noise on the real/fake vote counts of every "
+            "sample",
             "laplace_scale": s.laplace_scale,
             "teacher_steps": s.teacher_steps,
             "student_steps": s.student_steps,

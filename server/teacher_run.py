@@ -20,6 +20,7 @@ from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.privacy.threat_models import REPLACE_ONE
 from fedgs.run_config import RunConfig
 from fedgs.server.federated_run import FederatedRun, wait_for_nodes
+from fedgs.server.target_stop import would_pass
 from fedgs.server.teacher_strategy import TeacherStrategy
 from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
@@ -74,11 +75,22 @@ class TeacherRun(FederatedRun):
             warm_start_clients(grid, c, self.identities)
 
     def would_pass_target(self, grid: Grid) -> bool:
+        """Whether one more step could take the reported epsilon past the target: any node may
+        be drawn, and a lost reply of a node whose client is unknown counts for every client
+        (``target_stop``)."""
         c = self.config
         if c.target_epsilon <= 0:
             return False
-        step = self.step_event()
-        return self.ledger.run_would_exceed(step, c.target_epsilon, c.delta, c.accountant)
+        askable = [self.identities.client_of(node) for node in sorted(grid.get_node_ids())]
+        return would_pass(
+            self.ledger,
+            self.step_event(),
+            askable,
+            c.teachers_per_step,
+            c.target_epsilon,
+            c.delta,
+            c.accountant,
+        )
 
     def privacy_row(self) -> dict:
         c = self.config
