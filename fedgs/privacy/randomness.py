@@ -16,6 +16,7 @@ probabilities of at least e^-1 (``fedgs.privacy.discrete_noise`` keeps it that w
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -24,6 +25,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 KEY_BYTES = 32  # ChaCha20's 256-bit key
 NONCE_BYTES = 16  # cryptography's ChaCha20 nonce: 32-bit block counter + 96-bit nonce
 _UNIT = 2.0**-53
+_E_INV = math.exp(-1.0)
 
 
 class SecureRandom:
@@ -53,6 +55,10 @@ class SecureRandom:
         """``count`` uniform integers in [0, bound) (int64), by rejection: no modulo bias."""
         if not 1 <= bound <= 2**62:
             raise ValueError(f"bound must lie in [1, 2^62], got {bound}")
+        if bound & (bound - 1) == 0:  # a power of two: the top bits of a word, nothing rejected
+            shift = np.uint64(64 - (bound.bit_length() - 1))
+            words = self.words(count)
+            return np.zeros(count, np.int64) if bound == 1 else (words >> shift).astype(np.int64)
         limit = (2**64 // bound) * bound  # words below it fall evenly on the residues
         out = np.empty(0, dtype=np.int64)
         while out.size < count:
@@ -72,15 +78,22 @@ class SecureRandom:
         at most (a plain ``uniform < exp(-gamma)`` would round tail probabilities to 2^-53).
         """
         gamma = np.asarray(gamma, dtype=np.float64)
-        if gamma.size and not (np.isfinite(gamma).all() and gamma.min() >= 0):
+        if not gamma.size:
+            return np.zeros(0, dtype=bool)
+        if not (np.isfinite(gamma).all() and gamma.min() >= 0):
             raise ValueError("bernoulli_exp needs finite gamma >= 0")
         whole = np.floor(gamma)
-        heads = self.uniform(gamma.size) < np.exp(-(gamma - whole))
-        remaining = np.where(heads, whole, 0.0)
-        while (active := np.flatnonzero(remaining > 0)).size:
-            lost = self.uniform(active.size) >= np.exp(-1.0)
-            heads[active[lost]] = False
-            remaining[active] = np.where(lost, 0.0, remaining[active] - 1)
+        heads = self.uniform(gamma.size) < np.exp(whole - gamma)
+        if whole.max() == 0:  # every probability is at least e^-1 already
+            return heads
+        active = np.flatnonzero(heads & (whole > 0))
+        remaining = whole[active]
+        while active.size:  # each survivor tosses its next e^-1 coin
+            won = self.uniform(active.size) < _E_INV
+            heads[active[~won]] = False
+            remaining = remaining[won] - 1
+            active = active[won]
+            active, remaining = active[remaining > 0], remaining[remaining > 0]
         return heads
 
     def random(self, size: int) -> np.ndarray:
