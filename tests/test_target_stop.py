@@ -200,3 +200,40 @@ def test_a_run_losing_replies_stops_before_its_report_passes_the_target(tmp_path
     assert trusted["epsilon"] <= privacy["untrusted_server"]["epsilon"]
     assert trusted["epsilon"] == min(trusted["bounds"].values())
     assert trusted["computed_at_step"] == privacy["steps"]
+
+
+def test_fedavg_stop_prices_the_next_round_at_the_nodes_there_now(tmp_path: Path) -> None:
+    """Fed-Avg GAN pays a round when it is sent, replies or not: the stop adds one round at
+    q = m / K of the grid's nodes now, the nodes the round samples from (it took the last
+    round's K, and K = 1 before the first round; the Poisson bound is not monotone in q)."""
+    from fedgs.privacy import FedAvgLedger
+    from fedgs.server.fedavg_gan_run import FedAvgGANRun
+
+    settings = {
+        "strategy": "fedavg-gan",
+        "run-dir": str(tmp_path),
+        "warm-start-steps": 0,
+        "fedavg-models": "gswgan",
+        "fedavg-clients-per-round": 2,
+        "fedavg-noise-multiplier": 1.0,
+    }
+    run = FedAvgGANRun(RunConfig.from_user_config(SMALL, settings))
+    c = run.config
+
+    def after(populations: list[int]) -> float:
+        ledger = FedAvgLedger(c.fedavg_noise_multiplier)
+        for population in populations:
+            ledger.record_round(2, population)
+        return ledger.epsilon(c.delta, c.accountant)
+
+    def stops(nodes: list[int], target: float) -> bool:
+        run.config = c.with_updates(target_epsilon=target)
+        return run.would_pass_target(SimpleNamespace(get_node_ids=lambda: nodes))  # type: ignore[arg-type]
+
+    for rounds in ([], [5]):  # before the first round, and after one round over 5 nodes
+        run.ledger = FedAvgLedger(c.fedavg_noise_multiplier)
+        for population in rounds:
+            run.ledger.record_round(2, population)
+        for nodes in (NODES, NODES[:3]):  # nodes left: q = 2/3
+            expected = after([*rounds, len(nodes)])
+            assert stops(nodes, expected * 0.999) and not stops(nodes, expected * 1.001)
