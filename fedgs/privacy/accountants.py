@@ -118,6 +118,18 @@ def _as_randomized_response(event: dp_event.DpEvent) -> dp_event.DpEvent:
     return event
 
 
+def _unsampled(event: dp_event.DpEvent) -> dp_event.DpEvent:
+    """``event`` with Poisson sampling dropped: a sampled mechanism is never less private than
+    the mechanism on everyone (RDP is jointly convex), so this bounds it too."""
+    if isinstance(event, dp_event.PoissonSampledDpEvent):
+        return _unsampled(event.event)
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return dp_event.SelfComposedDpEvent(_unsampled(event.event), event.count)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return dp_event.ComposedDpEvent([_unsampled(e) for e in event.events])
+    return event
+
+
 class AutodpRdpAccountant:
     """autodp ``anaRDPacct``: the GS-WGAN paper's accountant."""
 
@@ -132,7 +144,13 @@ class AutodpRdpAccountant:
             )
         if any(isinstance(e, dp_event.NonPrivateDpEvent) for e in _walk(event)):
             return math.inf
-        acct = rdp_acct.anaRDPacct()  # autodp-rdp
+        if dp_event.PoissonSampledDpEvent in _sampling_kinds(event):
+            # the general Poisson bound can exceed no amplification at all; both are valid
+            return min(self._epsilon(event, delta), self._epsilon(_unsampled(event), delta))
+        return self._epsilon(event, delta)
+
+    def _epsilon(self, event: dp_event.DpEvent, delta: float) -> float:
+        acct = rdp_acct.anaRDPacct()
         curves: dict[tuple[str, float], Callable[[float], float]] = {}
         self._compose(acct, event, 1.0, curves)
         if acct.n == 0:

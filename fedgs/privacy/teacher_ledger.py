@@ -19,7 +19,7 @@ from typing import Any
 from dp_accounting import dp_event
 
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
-from fedgs.privacy.client_ledger import ClientLedger, signature_epsilon
+from fedgs.privacy.client_ledger import ClientLedger
 from fedgs.privacy.teacher_events import teacher_step_event
 from fedgs.privacy.threat_models import (
     NEIGHBOURING,
@@ -46,22 +46,6 @@ class TeacherLedger(ClientLedger):
     def step_counts(self) -> dict[str, int]:
         """Steps each client was charged for, per client charged at all."""
         return self.counts()
-
-    def run_would_exceed(
-        self,
-        event: dp_event.DpEvent,
-        budget_epsilon: float,
-        delta: float,
-        accountant: Accountant | str = DEFAULT_ACCOUNTANT,
-    ) -> bool:
-        """Whether one more step could take some client past the budget (worst case: a client
-        with the most expensive history, unattributed steps included, votes again)."""
-        acct = get_accountant(accountant)
-        clients = sorted(self._charges) or ["any"]
-        return any(
-            signature_epsilon(self.signature(c, event, worst=True), delta, acct) > budget_epsilon
-            for c in clients
-        )
 
     def summary(
         self, delta: float, accountant: Accountant | str = DEFAULT_ACCOUNTANT
