@@ -385,3 +385,25 @@ def test_deploy_local_pins_each_nodes_device_and_defaults_to_a_run_that_fits(
     teachers = parse(["deploy", "local", "--out", str(tmp_path), "--run-config",
                       "strategy='datalens'"])  # fmt: skip
     assert RunConfig.from_user_config(_local_run_config(teachers)).client_sampling == "uniform"
+
+
+@pytest.mark.slow
+def test_a_deployed_run_past_the_default_budget_stops_naming_it(tmp_path: Path) -> None:
+    """`fedgs deploy local` with the nodes' default policy and the paper's sigma: the run
+    stops and the operator's last line names the node's budget."""
+    import subprocess
+    import sys
+
+    from deploy_support import SMALL
+
+    run_config = SMALL | {"noise-multiplier": 1.07, "max-unanswered-steps": 2}
+    done = subprocess.run(
+        [sys.executable, "-m", "fedgs.cli", "deploy", "local", "--nodes", "1", "--steps", "4",
+         "--run-config", " ".join(f"{k}={v}" for k, v in run_config.items()),
+         "--out", str(tmp_path / "deployment")],
+        capture_output=True, text=True, timeout=1200, start_new_session=True,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("fedgs deploy local: the run did not complete"), last
+    assert "privacy budget exhausted" in last and "its budget of 10" in last, last
