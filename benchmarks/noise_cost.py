@@ -1,4 +1,4 @@
-"""What the cryptographic noise costs: a reply's sanitizer before and after, next to a client's step.
+"""What the cryptographic noise costs: a reply's sanitizer before and after, beside a client step.
 
 Usage: python benchmarks/noise_cost.py --repeats 50 --threads 1
 "Before" is the sanitizer as it was at cfba070 (torch's generator seeded with secret bits, float
@@ -13,27 +13,15 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
-import statistics
-import time
-from collections.abc import Callable
 
 import torch
+from profile_step import median_ms  # this folder's scripts share their timer
 
 from fedgs.privacy.sanitizer import clip_rows, noise_std, sanitize
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for
 from fedgs.training.critic import PrivateCritic
 from fedgs.training.generator import GeneratorTrainer
-
-
-def median_ms(fn: Callable[[], object], repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
 
 
 def old_sanitize(rows: torch.Tensor, clip: float, sigma: float) -> torch.Tensor:

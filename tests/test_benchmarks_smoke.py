@@ -127,3 +127,10 @@ def test_score_run(tmp_path: Path) -> None:
     assert sum(line.startswith("control,") for line in drawn) == 4
     assert len(result["rows"][0]["coverage_per_class"]) == 10
     assert "| run |" in out and "bars passed" in out
+
+
+def test_noise_cost() -> None:
+    out = _run("noise_cost.py", "--repeats", "2")
+    rows = [line for line in out.splitlines() if line.startswith("sanitizer ")]
+    assert len(rows) == 2 and "of a step" in out
+    assert all(float(line.split(":")[1].split()[0]) > 0 for line in rows)
