@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from fedgs.private_files import private_dir, private_open
 from fedgs.training.run_dir import write_atomic
 
 
@@ -31,11 +32,12 @@ def _file_name(client_id: str) -> str:
 
 
 class ClientStateStore:
-    """Maps a client id to its saved state (a dict of tensors, numbers and strings)."""
+    """Maps a client id to its saved state (a dict of tensors, numbers and strings). The critic
+    is trained on raw data and the ledger says how much was spent: the directory is the node
+    owner's alone (0700), every file in it too (0600)."""
 
     def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = private_dir(Path(root))
 
     def path(self, client_id: str) -> Path:
         return self.root / _file_name(client_id)
@@ -56,7 +58,7 @@ class ClientStateStore:
         """Hold the client's exclusive lock: a second request to it waits here until the first
         has saved its state (a separate open file per holder, so threads exclude each other)."""
         lock = self.path(client_id).with_name(f".{self.path(client_id).name}.lock")
-        with open(lock, "a+b") as handle:
+        with open(lock, "a+b", opener=private_open) as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             try:
                 yield

@@ -25,6 +25,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from fedgs.private_files import PRIVATE_FILE, private_dir
+
 VALID_DAYS = 365
 DEFAULT_HOSTS = ("127.0.0.1", "localhost", "superlink", "superlink-control")
 
@@ -55,9 +57,11 @@ class NodeKeys:
 
 
 def _write_private(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    """0600 in a 0700 folder (fedgs.private_files): no other user of the host reads it."""
+    private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
     with os.fdopen(fd, "wb") as handle:
+        os.fchmod(handle.fileno(), PRIVATE_FILE)  # a file already there keeps its mode else
         handle.write(data)
 
 

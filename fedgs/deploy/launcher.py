@@ -34,6 +34,7 @@ from fedgs.deploy.certs import (
     ensure_tls,
     generate_node_keys,
 )
+from fedgs.private_files import private_dir
 
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT = 180.0
@@ -276,8 +277,11 @@ class LocalDeployment:
 
     def prepare(self) -> None:
         """Certificates, node keys, secrets, Flower config, app directory and each node's
-        allowlist of that app (certificates, keys and secrets are kept if already there)."""
+        allowlist of that app (certificates, keys and secrets are kept if already there). What
+        is private is the owner's alone: 0600 files in 0700 folders (fedgs.private_files)."""
         security = self.options.security
+        for folder in (self.out / "nodes", self.out / "logs"):
+            private_dir(folder)  # critics, ledgers, secrets; logs that quote them
         if security.tls:
             ensure_tls(self.tls.ca_cert.parent, self.out / "ca" / "ca.key")
         ensure_secret(self.out / "secrets" / "superlink.secret")
@@ -286,7 +290,8 @@ class LocalDeployment:
         for partition_id in range(self.options.nodes):
             if security.node_auth and not self.keys(partition_id).private.exists():
                 generate_node_keys(self.out / "keys", topology.node_name(partition_id))
-            self.state_dir(partition_id).mkdir(parents=True, exist_ok=True)
+            private_dir(self.node_dir(partition_id))
+            private_dir(self.state_dir(partition_id))
             ensure_secret(self.node_dir(partition_id) / "superexec.secret")
             write_allowlist(self.allowlist(partition_id), {digest: str(app)})
         self._write_flwr_home()

@@ -7,6 +7,7 @@ metrics CSV is appended one row per logged step so nothing already measured is l
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 from pathlib import Path
@@ -16,15 +17,18 @@ from fedgs.algorithms import algorithm
 from fedgs.privacy.client_sampling import FIXED_SEED_REASON
 from fedgs.privacy.report import load_privacy, privacy_report
 from fedgs.privacy.threat_models import TRUSTED_AGGREGATOR, TRUSTED_SERVER
+from fedgs.private_files import PRIVATE_FILE, private_dir, private_open
 
 if TYPE_CHECKING:
     from torch import nn
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Temp file, fsync, rename: a crash mid-write leaves the previous version readable."""
+    """Temp file, fsync, rename: a crash mid-write leaves the previous version readable. The
+    file is the owner's alone (0600)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as handle:
+    with open(tmp, "wb", opener=private_open) as handle:
+        os.fchmod(handle.fileno(), PRIVATE_FILE)  # a temp file left by a crash had its own
         handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
@@ -35,10 +39,8 @@ class RunDirectory:
     """Paths and writers for one run's outputs."""
 
     def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.samples = self.root / "samples"
-        self.samples.mkdir(exist_ok=True)
+        self.root = private_dir(Path(root), existing=False)
+        self.samples = private_dir(self.root / "samples", existing=False)
         self.metrics_csv = self.root / "metrics.csv"
         self.config_json = self.root / "config.json"
         self.privacy_json = self.root / "privacy.json"
@@ -69,7 +71,9 @@ class RunDirectory:
             payload["ema"] = ema.state_dict()
         import torch  # here: summaries and caches use this module without torch
 
-        torch.save(payload, self.generator_pt)
+        buffer = io.BytesIO()
+        torch.save(payload, buffer)
+        write_atomic(self.generator_pt, buffer.getvalue())
 
     def append_metrics(self, row: dict[str, Any]) -> None:
         """Append one row; the file's first row fixes the columns (a resumed run keeps them)."""
@@ -79,7 +83,8 @@ class RunDirectory:
         new_file = self._metric_fields is None
         if new_file:
             self._metric_fields = list(row)
-        with self.metrics_csv.open("w" if new_file else "a", newline="") as handle:
+        mode = "w" if new_file else "a"
+        with open(self.metrics_csv, mode, newline="", opener=private_open) as handle:
             writer = csv.DictWriter(handle, fieldnames=self._metric_fields, extrasaction="ignore")
             if new_file:
                 writer.writeheader()
