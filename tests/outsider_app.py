@@ -3,9 +3,9 @@
 Its ClientApp reports what it can see on the node that runs it (the node config with the data
 holder's partition and state directory, the files in that directory) by writing it to
 RUN_DIR/stolen-<node id>.json; on another machine it would send it home in its reply. The
-ServerApp sends one message to every node and records which replies came back in
-RUN_DIR/replies.json. This file is copied into the app directory: it imports only installed
-packages.
+ServerApp sends one message to every node and records which replies came back, and their error
+codes, in RUN_DIR/replies.json. This file is copied into the app directory: it imports only
+installed packages.
 """
 
 from __future__ import annotations
@@ -48,5 +48,12 @@ def _collect(grid: Grid, context: Context) -> None:
     replies = grid.send_and_receive(messages, timeout=REPLY_TIMEOUT)
     out = Path(str(context.run_config["run-dir"]))
     out.mkdir(parents=True, exist_ok=True)
-    record = [{"node": r.metadata.src_node_id, "error": r.has_error()} for r in replies]
+    record = [
+        {
+            "node": r.metadata.src_node_id,
+            "error": r.has_error(),
+            "code": r.error.code if r.has_error() else None,
+        }
+        for r in replies
+    ]
     (out / "replies.json").write_text(json.dumps({"nodes": nodes, "replies": record}))

@@ -15,12 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from deploy_support import wait_for
+from deploy_support import SMALL, rows, wait_for
 
 from fedgs.deploy import control
 from fedgs.deploy.app_bundle import Components, write_app
 from fedgs.deploy.certs import generate_node_keys
 from fedgs.deploy.launcher import STARTED, LocalDeployment, LocalOptions
+from fedgs.deploy.superexec import ERROR_REFUSED
 
 pytestmark = pytest.mark.slow
 
@@ -46,6 +47,12 @@ def _app(folder: Path) -> Path:
 
 def _stolen(run_dir: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in run_dir.glob("stolen-*.json")]
+
+
+def _codes(run_dir: Path) -> list[int | None]:
+    """The error code of each reply the outsider's ServerApp got (None: a normal reply)."""
+    replies = json.loads((run_dir / "replies.json").read_text())["replies"]
+    return [reply["code"] for reply in replies]
 
 
 def test_outsider_cannot_register_a_node_key(deployment: LocalDeployment, tmp_path: Path) -> None:
@@ -88,8 +95,7 @@ def test_node_runs_only_the_apps_its_holder_allowed(
     refused = deployment.run({"run-dir": str(tmp_path / "refused")}, app=app)
     assert refused.ok, refused  # the ServerApp ran and gave up waiting for replies
     assert _stolen(tmp_path / "refused") == []
-    replies = json.loads((tmp_path / "refused" / "replies.json").read_text())["replies"]
-    assert all(reply["error"] for reply in replies)
+    assert _codes(tmp_path / "refused") == [ERROR_REFUSED]  # the node said no, and why
     assert "not on this node's allowlist" in deployment.log("clientapp-0").read_text()
 
     deployment.allow_app(app)  # the data holder adds the app's hash to its allowlist
@@ -97,6 +103,29 @@ def test_node_runs_only_the_apps_its_holder_allowed(
     assert allowed.ok, allowed
     (seen,) = _stolen(tmp_path / "allowed")
     assert seen["node-config"]["partition-id"] == "0"
+
+
+def test_a_refused_app_does_not_silence_the_node(
+    deployment: LocalDeployment, tmp_path: Path
+) -> None:
+    """Flower's SuperNode waits for a reply to each message before it takes the next; a task
+    its SuperExec only declined went back to pending and was declined again forever, so after
+    one foreign run the node never answered a legitimate one. A refusal is an error reply now,
+    and the next run gets every reply. (The foreign app's own run config gives it a hash no
+    other test here allowlists.)"""
+    foreign = write_app(
+        tmp_path / "foreign", COMPONENTS, modules=[OUTSIDER_APP], config={"foreign": "yes"}
+    )
+    refused = deployment.run({"run-dir": str(tmp_path / "foreign-run")}, app=foreign)
+    assert refused.ok, refused
+    assert _codes(tmp_path / "foreign-run") == [ERROR_REFUSED]
+    assert _stolen(tmp_path / "foreign-run") == []
+
+    run_dir = tmp_path / "legitimate"
+    config = {"num-clients": 1, "min-nodes": 1, "steps": 2, "reply-timeout": 60}
+    legitimate = deployment.run(SMALL | config | {"run-dir": str(run_dir)})
+    assert legitimate.ok, legitimate
+    assert [(r["step"], r["answered"]) for r in rows(run_dir)] == [("1", "1"), ("2", "1")]
 
 
 def test_register_succeeds_on_keys_the_superlink_knows(

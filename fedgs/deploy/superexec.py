@@ -15,6 +15,11 @@ Data holder's allowlist: with ``--allowed-fabs FILE`` (one FAB sha256 per line, 
 read at every task, so edits apply without a restart) a ClientApp task whose app is not listed is
 refused before any of its code is loaded. The SuperLink decides which app a run ships; the node
 owner decides which apps may touch its data (``fedgs deploy app-hash`` prints fedgs' hash).
+A refused task still ends as Flower's SuperNode needs it to: the node waits for a reply to each
+message before it takes the next, and a task its SuperExec only declines goes back to pending
+and is declined again forever, so one foreign run would silence the node for every later run.
+A refusal therefore takes the task (its message, no code), replies with error 4403 (the code of
+``client.app``'s refusals) and marks the task failed.
 ``--spawn``: start task processes as Flower does (a fresh interpreter each), keeping the
 allowlist. ``--doorbell NAME``: ask the SuperNode for a task as soon as it rings that bell, its
 poll interval only the fallback (:mod:`fedgs.deploy.doorbell`).
@@ -34,18 +39,31 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from flwr.app import Error, Message
+from flwr.common.constant import SubStatus
 from flwr.common.logger import log
 from flwr.supercore.cli.flower_superexec import flower_superexec
 from flwr.supercore.constant import ExecutorType, TaskType
+from flwr.supercore.interceptors import RuntimeTokenHttpInterceptor, RuntimeVersionHttpInterceptor
+from flwr.supercore.retry import make_simple_http_retry_invoker
+from flwr.supercore.runtime import RuntimeHttpClient
 from flwr.supercore.superexec import run_superexec as superexec_loop
 from flwr.supercore.superexec.executor import ExecutionSpec, LaunchResult
 from flwr.supercore.superexec.executor.subprocess_executor import SubprocessExecutor
 from flwr.supercore.tls import validate_and_resolve_root_certificates
-from flwr.supernode.runtime.run_clientapp import run_clientapp
+from flwr.supernode.runtime.run_clientapp import (
+    pull_task_input,
+    push_message,
+    push_task_output,
+    run_clientapp,
+)
 
 from fedgs.deploy.app_bundle import read_allowlist
 from fedgs.deploy.doorbell import answer_rings
 from fedgs.deploy.flower_waits import shorten_object_pulls
+
+ERROR_REFUSED = 4403  # client.app's code for a request the node will not serve (not imported:
+# that module loads the whole client)
 
 
 class ForkingExecutor(SubprocessExecutor):
@@ -58,6 +76,7 @@ class ForkingExecutor(SubprocessExecutor):
         super().__init__()
         self.fork = fork
         self.allowlist = allowlist
+        self.children: set[int] = set()  # forked task processes not reaped yet
 
     def launch(self, spec: ExecutionSpec) -> LaunchResult:
         if spec.task_type == TaskType.CLIENT_APP and self.allowlist is not None:
@@ -69,31 +88,81 @@ class ForkingExecutor(SubprocessExecutor):
                     spec.task_id,
                     spec.fab_hash,
                 )
-                return LaunchResult.failed(f"FAB {spec.fab_hash} is not on this node's allowlist")
+                reason = f"refused: app (FAB {spec.fab_hash}) is not on this node's allowlist"
+                return self._start(spec, lambda: _refuse_task(spec, reason))
         if spec.task_type != TaskType.CLIENT_APP or not self.fork:
             return super().launch(spec)
-        pid = os.fork()
+        return self._start(spec, lambda: _run_task(spec))
+
+    def _start(self, spec: ExecutionSpec, body: Callable[[], int]) -> LaunchResult:
+        """Run ``body`` in a child forked from this process (it never returns into the loop);
+        a fork that fails leaves the task to Flower's expiry, which hands it out again."""
+        try:
+            pid = os.fork()
+        except OSError as error:
+            return LaunchResult.failed(f"could not fork task {spec.task_id}: {error}")
         if pid == 0:
-            os._exit(_run_task(spec))  # never return into the SuperExec's loop
+            os._exit(_in_child(body))
+        self.children.add(pid)
         return LaunchResult.accepted()
 
     def reconcile(self) -> None:
-        """Reap finished ClientApp processes (called by the loop before each poll)."""
+        """Reap finished forked task processes (called by the loop before each poll)."""
         if not self.fork:
-            return super().reconcile()
-        while True:
+            super().reconcile()
+        for pid in list(self.children):
             try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
+                done, _ = os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
-                return
-            if pid == 0:
-                return
+                done = pid
+            if done == pid:
+                self.children.discard(pid)
+
+
+def _in_child(body: Callable[[], int]) -> int:
+    """A forked task process: Flower's signal defaults, then ``body``'s exit code."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
+        signal.signal(signum, signal.SIG_DFL)
+    try:
+        return body()
+    except BaseException:  # noqa: BLE001 - the child must not unwind into the parent's code
+        import traceback
+
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def _refuse_task(spec: ExecutionSpec, reason: str) -> int:
+    """Take the task as a ClientApp process would (its message, not its app), reply with error
+    ERROR_REFUSED and mark the task failed, so the SuperNode sends the reply and goes on."""
+    retries = make_simple_http_retry_invoker()
+    client = RuntimeHttpClient.from_server_address(
+        server_address=spec.runtime_api_address,
+        insecure=spec.insecure,
+        root_certificates=validate_and_resolve_root_certificates(
+            spec.root_certificates_path, spec.insecure
+        ),
+        interceptors=[
+            RuntimeVersionHttpInterceptor(component_name="flwr-clientapp"),
+            RuntimeTokenHttpInterceptor(spec.token),
+        ],
+        retry_invoker=retries,
+    )
+    try:
+        message, context, _, _ = pull_task_input(client)  # the FAB's bytes, never installed
+        push_message(client, Message(Error(ERROR_REFUSED, reason), reply_to=message), context)
+    finally:
+        retries.max_tries = 1  # as Flower's ClientApp ends: the task's end, not a long retry
+        push_task_output(client, None, SubStatus.FAILED, reason)
+        client.close()
+    return 0
 
 
 def _run_task(spec: ExecutionSpec) -> int:
     """The forked child: Flower's ClientApp process body; returns its exit code."""
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
-        signal.signal(signum, signal.SIG_DFL)
     if spec.suppress_output:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
@@ -111,14 +180,6 @@ def _run_task(spec: ExecutionSpec) -> int:
         )
     except SystemExit as done:  # run_clientapp ends with flwr_exit
         return done.code if isinstance(done.code, int) else 1
-    except BaseException:  # noqa: BLE001 - the child must not unwind into the parent's code
-        import traceback
-
-        traceback.print_exc()
-        return 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
     return 0
 
 
