@@ -69,7 +69,14 @@ def test_three_supernodes_with_tls_and_authentication_end_to_end(tmp_path: Path)
     assert live_processes_of(out) == []
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
+    """The launcher starts with SIGINT ignored, as a CI script's background job (`cmd &`) does
+    to its commands: the launcher must take Ctrl-C all the same (it once ran on and exited 0
+    there, tests/test_deploy_interrupts.py)."""
     out = tmp_path / "deployment"
     locks = tmp_path / "port-locks"
     launcher = subprocess.Popen(
@@ -77,6 +84,7 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        preexec_fn=_ignore_sigint,
         env={**os.environ, ports.LOCK_DIR_ENV: str(locks)},
     )
     try:
@@ -100,4 +108,53 @@ def test_a_second_deployment_in_the_same_directory_starts(tmp_path: Path) -> Non
     for _ in range(2):
         with LocalDeployment(out, LocalOptions(nodes=1)) as deployment:
             assert len(deployment.wait_for_nodes(1)) == 1
+    assert live_processes_of(out) == []
+
+
+def _one_node_run(out: Path, *run_config: str) -> subprocess.CompletedProcess:
+    settings = " ".join(f"{key}={value}" for key, value in SMALL.items())
+    command = [
+        sys.executable, "-m", "fedgs.cli", "deploy", "local", "--nodes", "1", "--steps", "2",
+        "--run-config", " ".join((settings, *run_config)), "--out", str(out),
+    ]  # fmt: skip
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=1200, start_new_session=True
+    )
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_a_second_run_in_the_same_out_gets_its_own_run_directory(tmp_path: Path) -> None:
+    """Issue 46: the second run overwrote the first's generator, ledger and privacy report and
+    appended its steps to the first's metrics (1, 2, 1, 2)."""
+    out = tmp_path / "deployment"
+    first = _one_node_run(out)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    kept = {name: (out / "run" / name).read_bytes() for name in ("privacy.json", "ledger.json")}
+    second = _one_node_run(out)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    for run_dir in (out / "run", out / "run-2"):
+        assert [r["step"] for r in rows(run_dir)] == ["1", "2"], run_dir
+    assert {name: (out / "run" / name).read_bytes() for name in kept} == kept
+    assert "2 answered, 0 dropped of 2 asked" in second.stdout
+    assert str(out / "run-2" / "generator.pt") in second.stdout
+
+    # a run directory named by the user that holds a run is refused before anything starts
+    named = _one_node_run(out, f"run-dir='{out / 'run'}'")
+    assert named.returncode == 2 and "holds a run already" in named.stderr
+    assert [r["step"] for r in rows(out / "run")] == ["1", "2"]
+
+    # private state is the owner's alone (issue 46): critic and ledgers, secrets, keys
+    node = out / "nodes" / "supernode-0"
+    for folder in (node, node / "state", out / "keys", out / "secrets", out / "run"):
+        assert _mode(folder) == 0o700, folder
+    private = [
+        *(node / "state").glob("*.pt"),
+        node / "superexec.secret",
+        out / "run" / "ledger.json",
+    ]
+    for path in (*private, out / "keys" / "supernode-0.key", out / "secrets" / "superlink.secret"):
+        assert _mode(path) == 0o600, path
     assert live_processes_of(out) == []

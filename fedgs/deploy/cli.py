@@ -8,6 +8,7 @@ Flower, torch or cryptography.
 from __future__ import annotations
 
 import argparse
+import itertools
 import signal
 import sys
 from pathlib import Path
@@ -51,7 +52,8 @@ def _local(commands: argparse._SubParsersAction) -> None:
             "Starts a SuperLink and N SuperNodes as processes bound to 127.0.0.1, registers "
             "each node's key, runs the app with `flwr run --stream` and stops every process "
             "at the end or on Ctrl-C. Node i serves partition i and keeps its critic and "
-            "privacy ledger in OUT/nodes/supernode-i/state; outputs land in OUT/run."
+            "privacy ledger in OUT/nodes/supernode-i/state; outputs land in OUT/run (a later "
+            "run in the same OUT: OUT/run-2, OUT/run-3, ...; resume=true continues the latest)."
         ),
     )
     parser.add_argument("--out", type=Path, required=True, help="deployment directory")
@@ -209,10 +211,11 @@ def _local_run_config(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"--run-config: {error.message}") from error
     if args.steps is not None:
         user["steps"] = args.steps
+    resume = str(user.get("resume", False)).lower() == "true"
     config = {
         "num-clients": args.nodes,
         "min-nodes": args.nodes,
-        "run-dir": str((args.out / "run").resolve()),
+        "run-dir": str(_run_dir(args.out, user.get("run-dir"), resume)),
         **DEPLOY_RUN_DEFAULTS,
     }
     if user.get("strategy", RunConfig.strategy) == "gswgan":
@@ -220,6 +223,34 @@ def _local_run_config(args: argparse.Namespace) -> dict[str, Any]:
     config |= user
     RunConfig.from_user_config(config)  # unknown keys and bad values fail here, not remotely
     return config
+
+
+def holds_run(folder: Path) -> bool:
+    """Whether ``folder`` has anything in it: a run's config, ledger, metrics or checkpoint."""
+    return folder.is_dir() and any(folder.iterdir())
+
+
+def _run_dir(out: Path, named: object, resume: bool) -> Path:
+    """Every run of a deployment folder gets its own run directory: OUT/run, then OUT/run-2,
+    OUT/run-3, ... (a run never writes over another's generator, ledger and privacy report, nor
+    appends to its metrics). ``resume``: the latest of them, as ``fedgs simulate --resume``
+    continues its run directory. A run directory the user ``named`` is taken as it is, and
+    refused if a run is in it already and ``resume`` is off."""
+    if named is not None:
+        folder = Path(str(named)).resolve()
+        if holds_run(folder) and not resume:
+            raise ValueError(
+                f"run directory {folder} holds a run already; add resume=true to --run-config "
+                "to continue it, or name another run-dir"
+            )
+        return folder
+    folders = (out.resolve() / ("run" if n == 1 else f"run-{n}") for n in itertools.count(1))
+    latest = None
+    for folder in folders:
+        if not holds_run(folder):
+            return latest if resume and latest is not None else folder
+        latest = folder
+    raise AssertionError("unreachable")
 
 
 def _node_policy(pairs: list[str]) -> dict[str, str | float]:
@@ -262,6 +293,10 @@ def _run_local(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as error:
         print(f"fedgs deploy local: error: {error}", file=sys.stderr)
         return 2
+    # Ctrl-C raises KeyboardInterrupt even where the launcher was started with SIGINT ignored
+    # (a non-interactive shell's background job, as CI scripts run it; Python keeps an inherited
+    # SIG_IGN): ignored, it let an interrupted deployment run on and exit 0
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _interrupt)  # stop the deployment as Ctrl-C does
     try:
         result = run_local(args.out, options, run_config)
