@@ -9,6 +9,7 @@ Processes are stopped on exit, on an error and on Ctrl-C; none is left behind (s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -18,7 +19,7 @@ import sys
 import time
 import uuid
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -466,18 +467,17 @@ class LocalDeployment:
         """Stop every process of the deployment; returns pids that needed SIGKILL. The
         SuperNodes go first, while the SuperLink can still mark them offline (a node left
         marked online is refused at its next start until its heartbeat expires)."""
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not
-        try:  # interrupt the clean-up
-            nodes = [self.components[name] for name in self._node_names()]
-            for node in nodes:
-                node.signal_group(signal.SIGTERM)
-            deadline = time.monotonic() + NODE_STOP_GRACE
-            while any(node.alive() for node in nodes) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            return processes.stop(list(reversed(self.components.values())), self.marker)
-        finally:
-            self._ports.release_all()  # every process that used them is gone
-            signal.signal(signal.SIGINT, previous)
+        with deferred_interrupts():  # a Ctrl-C must not interrupt the clean-up
+            try:
+                nodes = [self.components[name] for name in self._node_names()]
+                for node in nodes:
+                    node.signal_group(signal.SIGTERM)
+                deadline = time.monotonic() + NODE_STOP_GRACE
+                while any(node.alive() for node in nodes) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                return processes.stop(list(reversed(self.components.values())), self.marker)
+            finally:
+                self._ports.release_all()  # every process that used them is gone
 
     # --- runs ---------------------------------------------------------------------------------
 
@@ -545,6 +545,23 @@ class LocalDeployment:
             return RunResult(None, "not started", f"`flwr run` exited {flwr_run.returncode}")
         run_id = int(started.group(1))
         return RunResult(run_id, *control.run_status(run_id, self.env()))
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """SIGINT and SIGTERM wait for the block's end, then act as they would have (the first of
+    them: a KeyboardInterrupt where Ctrl-C raises one). Ignored during the clean-up, a Ctrl-C
+    that came as a finished run's deployment stopped was lost and the launcher exited 0."""
+    pending: list[int] = []
+    signums = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.signal(signum, lambda n, _: pending.append(n)) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if pending:
+        signal.raise_signal(pending[0])
 
 
 def _say_restart(failure: str, before: tuple[int, ...], after: tuple[int, ...]) -> None:
