@@ -137,7 +137,8 @@ def _in_child(body: Callable[[], int]) -> int:
 
 def _refuse_task(spec: ExecutionSpec, reason: str) -> int:
     """Take the task as a ClientApp process would (its message, not its app), reply with error
-    ERROR_REFUSED and mark the task failed, so the SuperNode sends the reply and goes on."""
+    ERROR_REFUSED and mark the task failed, so the SuperNode sends the reply and goes on. Only
+    after the reply: Flower's node stores no reply for a ClientApp task that ends failed."""
     retries = make_simple_http_retry_invoker()
     client = RuntimeHttpClient.from_server_address(
         server_address=spec.runtime_api_address,
@@ -151,12 +152,14 @@ def _refuse_task(spec: ExecutionSpec, reason: str) -> int:
         ],
         retry_invoker=retries,
     )
+    # on an error the task's claim expires: Flower hands out a task not taken yet again, and
+    # replies "ClientApp stopped responding" for one taken
     try:
         message, context, _, _ = pull_task_input(client)  # the FAB's bytes, never installed
         push_message(client, Message(Error(ERROR_REFUSED, reason), reply_to=message), context)
-    finally:
         retries.max_tries = 1  # as Flower's ClientApp ends: the task's end, not a long retry
         push_task_output(client, None, SubStatus.FAILED, reason)
+    finally:
         client.close()
     return 0
 
