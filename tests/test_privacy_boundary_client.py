@@ -216,7 +216,8 @@ def test_deployment_defaults_are_finite_and_bad_policies_are_clear_errors() -> N
     default = NodePolicy.from_node_config({"partition-id": 0})
     assert default == NodePolicy.deployment_default("gswgan")
     assert default.epsilon_budget > 0 and default.min_noise_multiplier >= 1.0
-    # a default deployed run (sigma 1.07, batch 32) is inside it
+    # the paper's sigma and batch are inside its bounds (its budget then refuses such a query:
+    # tests/test_node_ground.py)
     default.check_request(RunConfig().noise_multiplier, RunConfig().batch_size)
     teacher = NodePolicy.from_node_config({"policy-strategy": "datalens"})
     assert teacher.strategy == "datalens" and teacher.epsilon_budget == 0  # no client noise

@@ -3,7 +3,7 @@
 The server's run config may *ask* (a larger noise multiplier, a smaller batch, a tighter budget)
 but never loosen the policy: a request outside it is refused before anything is trained or
 recorded. In a deployment the policy comes from the node config (``flower-supernode
---node-config "policy-min-noise-multiplier=1.5 policy-epsilon-budget=50"``), with the safe
+--node-config "policy-min-noise-multiplier=1.5 policy-epsilon-budget=5"``), with the safe
 defaults below for absent keys; in a simulation the runner passes the user's own settings as the
 policy (:meth:`NodePolicy.from_run_config`). Flower-free: the client's gate applies it.
 """
