@@ -55,6 +55,7 @@ class GSWGANRun(FederatedRun):
             config.wire_dtype,
             self.identities,
             least_queried=config.client_sampling == LEAST_QUERIED,
+            node_wait=config.reply_timeout,
         )
 
     def prepare_generator(self) -> None:

@@ -13,6 +13,7 @@ rows received.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 
 import numpy as np
@@ -33,6 +34,18 @@ from fedgs.server.replies import (
 from fedgs.training.generator import GeneratorTrainer
 
 logger = logging.getLogger("fedgs.server")
+NODE_POLL = 0.5  # s between checks for a node while none is online
+
+
+def wait_for_online(grid: Grid, timeout: float) -> list[int]:
+    """Nodes online, after a wait of at most ``timeout`` s for one: every node died or left
+    (a restart may bring one back). Fails naming the wait."""
+    deadline = time.monotonic() + timeout
+    while not (nodes := sorted(grid.get_node_ids())):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no node online for {timeout:g} s (reply-timeout)")
+        time.sleep(NODE_POLL)
+    return nodes
 
 
 class GSWGANStrategy(ServerScoredStrategy):
@@ -47,6 +60,7 @@ class GSWGANStrategy(ServerScoredStrategy):
         wire_dtype: str = "float32",
         identities: NodeIdentities | None = None,
         least_queried: bool = False,
+        node_wait: float = 600.0,
     ) -> None:
         self.trainer = trainer
         self.ledger = ledger
@@ -58,6 +72,7 @@ class GSWGANStrategy(ServerScoredStrategy):
         self._slots: dict[int, int] = {}  # node id -> index of its query in this step
         self._population = 0
         self.last_outcome: StepOutcome | None = None
+        self.node_wait = node_wait
 
     def summary(self) -> None:
         config = self.trainer.config
@@ -72,18 +87,29 @@ class GSWGANStrategy(ServerScoredStrategy):
             config.clip_norm,
         )
 
-    def sample_nodes(self, grid: Grid) -> list[int]:
+    def sample_nodes(self, grid: Grid, server_round: int = 0) -> list[int]:
+        """The step's nodes among those online now (``wait_for_online`` when none is)."""
         nodes = sorted(grid.get_node_ids())
+        if not nodes:
+            nodes = wait_for_online(grid, self.node_wait)
         self._population = len(nodes)
+        if len(nodes) < self.clients_per_step:
+            logger.warning(
+                "step %d: %d node(s) online, fewer than clients-per-step = %d: asking %d",
+                server_round,
+                len(nodes),
+                self.clients_per_step,
+                len(nodes),
+            )
         return self.choose(nodes)
 
     def choose(self, nodes: list[int]) -> list[int]:
         """m of the available nodes: uniformly without replacement, or (``least_queried``) the
         m whose clients paid the fewest queries so far, ties in random order (the ledger is the
-        server's own record of what it sent: public under the untrusted-server model)."""
-        m = self.clients_per_step
-        if len(nodes) < m:
-            raise RuntimeError(f"{m} clients per step requested, {len(nodes)} nodes available")
+        server's own record of what it sent: public under the untrusted-server model). With
+        fewer than m nodes online (one died or left) the step asks every one: it is charged as
+        sent, at its own size, and the run goes on."""
+        m = min(self.clients_per_step, len(nodes))
         if not self.least_queried:
             return [nodes[i] for i in self.sampler.choice(len(nodes), size=m, replace=False)]
         paid = self._paid(nodes)
@@ -96,6 +122,8 @@ class GSWGANStrategy(ServerScoredStrategy):
         so every such node whose client is known, and m of those whose client is not yet (a
         step asks m nodes at most)."""
         m = self.clients_per_step
+        if not nodes:
+            return []
         paid = self._paid(nodes)
         boundary = sorted(paid)[min(m, len(nodes)) - 1]
         candidates = [node for node, count in zip(nodes, paid, strict=True) if count <= boundary]
@@ -114,7 +142,7 @@ class GSWGANStrategy(ServerScoredStrategy):
         """Fake batches for the m sampled nodes. ``arrays`` is unused: G never leaves. With
         client codes on, a node's batches carry the code of its client's name once a reply named
         it (of its node label until then: one query per node under least-queried sampling)."""
-        nodes = self.sample_nodes(grid)
+        nodes = self.sample_nodes(grid, server_round)
         names = [self.identities.client_of(n) or self.identities.label(n) for n in nodes]
         queries = self.trainer.propose(len(nodes), names)
         self._slots = {node: k for k, node in enumerate(nodes)}

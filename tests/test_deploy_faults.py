@@ -32,6 +32,7 @@ from fedgs.deploy.launcher import LocalDeployment, LocalOptions, RunResult, free
 from fedgs.privacy import PrivacyLedger
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for
+from fedgs.training.run_dir import summarize
 
 pytestmark = pytest.mark.slow
 
@@ -141,6 +142,31 @@ def test_killed_supernode_run_goes_on_recording_only_paid_queries(
     paid = _paid_since(before, _ledgers(deployment))
     counted = [server.get(client, 0) for client in CLIENTS]
     assert paid[:2] == counted[:2] and paid[2] <= counted[2]
+
+
+def test_a_killed_node_leaves_the_steps_when_every_node_was_asked(
+    deployment: LocalDeployment, tmp_path: Path
+) -> None:
+    """Issue 46: clients-per-step = the live nodes, one killed: the run stopped with "3 clients
+    per step requested, 2 nodes available". Now the SuperLink drops the dead node within
+    seconds (2 heartbeats of 10 s), the steps ask the two left and the summary says so."""
+    run_dir = tmp_path / "run"
+    flwr_run = _submit(deployment, run_dir, steps=10, **{"clients-per-step": 3})
+    wait_for(lambda: len(rows(run_dir)) >= 2, "two steps before the kill")
+    deployment.kill_node(2)
+    _finish(deployment, flwr_run)
+
+    metrics = rows(run_dir)
+    assert [int(r["step"]) for r in metrics] == list(range(1, 11))
+    sampled = [int(r["sampled"]) for r in metrics]
+    assert sampled[:2] == [3, 3] and sampled[-1] == 2, sampled
+    assert sorted(sampled, reverse=True) == sampled  # once dropped, never asked again
+    seconds = [0.0] + [float(r["seconds"]) for r in metrics]
+    slowest = max(b - a for a, b in itertools.pairwise(seconds))
+    assert slowest < 45, f"a step waited {slowest:.0f} s for the dead node"
+    # every query sent was paid when sent, the dead node's lost ones too
+    assert sum(server_ledger(run_dir).values()) == sum(sampled)
+    assert "fewer nodes online than clients-per-step = 3" in summarize(run_dir)
 
 
 def test_restarted_supernode_keeps_its_critic_and_its_budget(

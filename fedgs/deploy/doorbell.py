@@ -56,7 +56,8 @@ def ring(name: str) -> None:
     """Ring bell ``name``; nobody listening (the SuperExec not started yet) is fine."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as bell:
         try:
-            bell.sendto(b"\0", address(name))
+            # never blocks: a full queue (10 rings unanswered) blocked the SuperLink's thread
+            bell.sendto(b"\0", socket.MSG_DONTWAIT, address(name))
         except OSError:  # no listener, or its queue is full: it has rings to answer already
             pass
 

@@ -10,7 +10,13 @@ compute, made up most of its wall time (benchmarks/RESULTS.md, "Deployment laten
     the SuperNode) wait 1 s (``PULL_INITIAL_BACKOFF``, bound as each one's ``initial_backoff``
     default) before retrying an object that is listed before its content has arrived: the
     SuperNode stores a message before its content, so a ClientApp forked at once often waits.
-Flower 1.41 offers no setting for either. Each patch is one name in one Flower module, checked
+  * a SuperNode declares a heartbeat interval of 30 s (``HEARTBEAT_DEFAULT_INTERVAL``, read by
+    ``flwr.supernode.fleet_http_connection`` and ``flwr.supercore.heartbeat``) and the SuperLink
+    counts it online for 2 intervals after each heartbeat: a killed node stayed "online", and
+    was asked, for up to 60 s. At the SuperLink's smallest accepted interval (10 s; a heartbeat
+    every ~4 s) a dead node is offline within 20 s, and a query sent to it is answered by the
+    SuperLink with an error (node unavailable) from then on: the step goes on without it.
+Flower 1.41 offers no setting for any of them. Each patch is one name in one Flower module, checked
 first: if the Flower internals it expects are not there (another Flower version),
 :class:`FlowerInternalsChanged` is raised and the process does not start, so an upgrade cannot
 silently drop the patch. The cost is idle polling: an idle SuperNode pulls every
@@ -31,6 +37,7 @@ FLOWER_VERSION = "1.41."  # the release whose internals these patches were writt
 EMPTY_PULL_WAIT = 0.25  # s after a SuperNode pull that found no message (Flower: 3)
 REPLY_WAIT = 0.02  # s between a SuperNode's checks for its ClientApp's reply (Flower: 0.5)
 PULL_INITIAL_BACKOFF = 0.02  # s before an unavailable object is pulled again (Flower: 1)
+HEARTBEAT_INTERVAL = 10.0  # s a SuperNode declares (Flower: 30; the SuperLink's minimum: 10)
 
 
 class FlowerInternalsChanged(RuntimeError):
@@ -66,7 +73,9 @@ def require(condition: bool, what: str) -> None:
 
 def shorten_supernode_waits(module: ModuleType | None = None) -> None:
     """Replace the SuperNode's 3 s empty-pull sleep and 0.5 s reply-wait sleep (``module``:
-    ``flwr.supernode.start_client_internal`` unless given, for tests)."""
+    ``flwr.supernode.start_client_internal`` unless given, for tests; then its heartbeats are
+    shortened too)."""
+    default = module is None
     if module is None:
         from flwr.supernode import start_client_internal as module
     source = inspect.getsource(module)
@@ -75,6 +84,28 @@ def shorten_supernode_waits(module: ModuleType | None = None) -> None:
     for call in ("time.sleep(3)", "time.sleep(0.5)"):
         require(call in source, f"{module.__name__} calls {call}")
     module.time = _ShortSleeps({3: EMPTY_PULL_WAIT, 0.5: REPLY_WAIT})  # type: ignore[attr-defined]
+    if default:
+        shorten_heartbeats()  # the same SuperNode process: a dead node leaves within seconds
+
+
+def shorten_heartbeats(*modules: ModuleType) -> None:
+    """Declare (and send) heartbeats every ``HEARTBEAT_INTERVAL`` s, so that the SuperLink stops
+    offering a dead node within 2 intervals. ``modules``: those that read Flower's interval; by
+    default the SuperNode's HTTP connection and the heartbeat sender."""
+    if not modules:
+        from flwr.supercore import heartbeat
+        from flwr.supernode import fleet_http_connection
+
+        modules = (fleet_http_connection, heartbeat)
+    from flwr.common.constant import HEARTBEAT_MIN_INTERVAL
+
+    require(package_version.startswith(FLOWER_VERSION), "its version")
+    require(HEARTBEAT_MIN_INTERVAL <= HEARTBEAT_INTERVAL, "a heartbeat interval of 10 s accepted")
+    for module in modules:
+        name = "HEARTBEAT_DEFAULT_INTERVAL"
+        require(isinstance(getattr(module, name, None), int | float), f"{module.__name__}.{name}")
+    for module in modules:
+        module.HEARTBEAT_DEFAULT_INTERVAL = HEARTBEAT_INTERVAL  # type: ignore[attr-defined]
 
 
 def shorten_object_pulls(*pulls: object) -> None:

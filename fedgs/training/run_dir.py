@@ -206,6 +206,21 @@ def _reply_lines(rows: list[dict[str, str]]) -> list[str]:
     ]
 
 
+def _shrunk_step_lines(rows: list[dict[str, str]], config: dict[str, Any]) -> list[str]:
+    """GS-WGAN steps that asked fewer nodes than ``clients-per-step``: fewer were online (a node
+    died or left), so the step asked every one, and paid for each (the run went on)."""
+    if config.get("strategy") != "gswgan" or not rows or "sampled" not in rows[0]:
+        return []
+    m = int(config.get("clients-per-step", 0))
+    shrunk = [int(r["sampled"] or 0) for r in rows if int(r["sampled"] or 0) < m]
+    if not shrunk:
+        return []
+    return [
+        f"  steps with fewer nodes online than clients-per-step = {m}: {len(shrunk)}, each "
+        f"asked every node online ({min(shrunk)} to {max(shrunk)}; each query paid when sent)"
+    ]
+
+
 def summarize(run_dir: Path) -> str:
     """The short human-readable summary printed at the end of a run."""
     privacy = load_privacy(run_dir / "privacy.json")
@@ -213,6 +228,9 @@ def summarize(run_dir: Path) -> str:
         rows = list(csv.DictReader(handle))
     scored = [r for r in rows if r.get("fid_domain")]
     lines = _privacy_lines(privacy) + _reply_lines(rows)
+    config_json = run_dir / "config.json"
+    if config_json.exists():
+        lines += _shrunk_step_lines(rows, json.loads(config_json.read_text()))
     if rows and rows[-1].get("bytes_down"):
         down = sum(float(r["bytes_down"]) for r in rows) / len(rows)
         up = sum(float(r["bytes_up"]) for r in rows) / len(rows)
