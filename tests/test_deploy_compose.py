@@ -37,16 +37,34 @@ def _argv(service: dict) -> list[str]:
     return [*service.get("entrypoint", ENTRYPOINTS.get(image, [])), *service["command"]]
 
 
+PRIVATE_PLANE = {"--private-socket": 1, "--private-host": 1, "--private-port": 1}
+
+
+def _private_plane(argv: list[str]) -> list[str]:
+    """The SuperLink's private-plane flags as one token: a Unix socket locally, a port on the
+    `control` network in compose (the one place the two differ)."""
+    if not any(flag in argv for flag in PRIVATE_PLANE):
+        return argv
+    kept, skip = [], 0
+    for token in argv:
+        if skip:
+            skip -= 1
+        elif token in PRIVATE_PLANE:
+            skip = PRIVATE_PLANE[token]
+        else:
+            kept.append(token)
+    return [*kept[:3], "<private plane>", *kept[3:]]
+
+
 def _skeleton(argv: list[str]) -> list[str]:
     """The command line with addresses, ports and folders set aside: what must agree."""
     if argv[:3] == ["python", "-m", "fedgs.deploy.supernode"]:  # runs it, patient
         argv = ["python", "-m", topology.PROMPT_SUPERNODE, *argv[3:]]
+    argv = _private_plane(argv)
     out = ["python" if argv[0] in ("python", sys.executable) else argv[0]]
     for previous, token in zip(argv, argv[1:], strict=False):
-        if previous in ("--host", "--port", "--private-host", "--private-port") or ADDRESS.match(
-            token
-        ):
-            token = "<address>"
+        if previous in ("--host", "--port") or ADDRESS.match(token) or token.startswith("unix:"):
+            token = "<address>"  # unix:PATH: the local SuperLink's Control socket
         elif previous == "--node-config":
             token = re.sub(r'state-dir="[^"]*"', 'state-dir="<state>"', token)
         elif "/" in token:
@@ -159,10 +177,23 @@ def test_control_api_is_on_a_network_no_supernode_joins(document: dict) -> None:
     assert services["superlink"]["networks"]["control"] == {"aliases": [private_host]}
     on_control = {name for name, s in services.items() if "control" in s["networks"]}
     assert on_control == {"superlink", "serverapp", "register"}
-    assert services["serverapp"]["command"][1] == f"{private_host}:{compose.PRIVATE_PORT}"
+    serverapp = services["serverapp"]["command"]
+    assert serverapp[serverapp.index("--runtime-api-address") + 1] == (
+        f"{private_host}:{compose.PRIVATE_PORT}"
+    )
     assert services["superlink"]["healthcheck"]["test"][0] == "CMD"
     for name in ("serverapp", "register"):
         assert services[name]["depends_on"]["superlink"]["condition"] == "service_healthy"
+
+
+def test_the_serverapp_container_runs_only_the_operators_apps(document: dict) -> None:
+    """Issue 46: any app submitted to the Control API ran its ServerApp on the operator's
+    SuperExec. It runs only the apps on deploy/control/allowed-fabs.txt, as the local
+    launcher's does."""
+    serverapp = document["services"]["serverapp"]
+    assert serverapp["entrypoint"] == ["python", "-m", "fedgs.deploy.superexec"]
+    assert "--allowed-fabs=/app/control/allowed-fabs.txt" in serverapp["command"]
+    assert "./deploy/control:/app/control:ro" in serverapp["volumes"]
 
 
 def test_no_top_level_name_for_compose_1_29(document: dict) -> None:
@@ -198,12 +229,14 @@ def test_init_writes_what_compose_mounts(tmp_path: Path) -> None:
         "secrets/superlink.secret",
         "nodes/supernode-1/superexec.secret",
         "nodes/supernode-1/allowed-fabs.txt",
+        "control/allowed-fabs.txt",
         "ca/ca.key",
     ):
         assert (tmp_path / mount).exists(), mount
     assert not (tmp_path / "certificates" / "ca.key").exists()  # the mounted folder lacks it
     allowlist = tmp_path / "nodes" / "supernode-0" / "allowed-fabs.txt"
     assert read_allowlist(allowlist) == {fab_hash(tmp_path / "app")}
+    assert read_allowlist(tmp_path / "control" / "allowed-fabs.txt") == read_allowlist(allowlist)
     allowlist.write_text(allowlist.read_text() + "ab" * 32 + "  # the holder's own entry\n")
     kept = {
         path: (tmp_path / path).read_bytes()

@@ -54,11 +54,11 @@ def test_three_supernodes_with_tls_and_authentication_end_to_end(tmp_path: Path)
     for i in range(3):
         assert len(list((out / "nodes" / f"supernode-{i}" / "state").glob("*.pt"))) == 1
 
-    # TLS on the SuperLink's public (Fleet-only) port, Control on a private loopback socket,
+    # TLS on the SuperLink's public (Fleet-only) port, Control on the operator's Unix socket,
     # nodes authenticated, nothing on another interface
     superlink_log = (out / "logs" / "superlink.log").read_text()
     assert "Fleet API on 127.0.0.1:" in superlink_log
-    assert "Control and runtime APIs only on 127.0.0.1:" in superlink_log
+    assert "Control and runtime APIs only on unix:/" in superlink_log
     superlink = LocalDeployment(out, LocalOptions(nodes=3)).commands()[topology.SUPERLINK]
     assert "--ssl-certfile" in superlink and "--insecure" not in superlink
     assert "SuperNode authentication is disabled" not in superlink_log
@@ -91,7 +91,7 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
         wait_for(lambda: rows(out / "run") or launcher.poll() is not None, "the first step")
         assert launcher.poll() is None, "the launcher ended before it could be interrupted"
         assert len(live_processes_of(out)) >= 8  # SuperLink, 2+2x3 SuperExecs/SuperNodes, apps
-        assert len(list(locks.glob("*.lock"))) == 5  # SuperLink's 2 ports, 1 per node
+        assert len(list(locks.glob("*.lock"))) == 4  # SuperLink's public port, 1 per node
         launcher.send_signal(signal.SIGINT)  # what Ctrl-C sends (to the launcher only: own session)
         assert launcher.wait(timeout=120) == 130
         assert list(locks.iterdir()) == []  # its port reservations went with it
@@ -146,10 +146,14 @@ def test_a_second_run_in_the_same_out_gets_its_own_run_directory(tmp_path: Path)
     assert named.returncode == 2 and "holds a run already" in named.stderr
     assert [r["step"] for r in rows(out / "run")] == ["1", "2"]
 
-    # private state is the owner's alone (issue 46): critic and ledgers, secrets, keys
+    # private state is the owner's alone (issue 46): critic and ledgers, secrets, keys, the
+    # Control plane; allowlists only the launcher changes (read-only)
     node = out / "nodes" / "supernode-0"
     for folder in (node, node / "state", out / "keys", out / "secrets", out / "run"):
         assert _mode(folder) == 0o700, folder
+    assert _mode(out / "control") == 0o700
+    for allowlist in (node / "allowed-fabs.txt", out / "control" / "allowed-fabs.txt"):
+        assert _mode(allowlist) == 0o400, allowlist
     private = [
         *(node / "state").glob("*.pt"),
         node / "superexec.secret",

@@ -282,12 +282,12 @@ def intruder(monkeypatch: pytest.MonkeyPatch) -> Iterator[set[int]]:
 def test_the_launcher_moves_a_process_whose_port_was_taken(
     tmp_path: Path, locks: Path, intruder: set[int], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    intruder.update({1, 3})  # the Fleet API's port and the SuperNode's
+    intruder.update({1, 2})  # the Fleet API's port and the SuperNode's
     out = tmp_path / "deployment"
     with LocalDeployment(out, LocalOptions(nodes=1, security=INSECURE, warm=False)) as d:
         assert len(d.wait_for_nodes(1)) == 1
         assert ports.is_free(HOST, d.port) is False  # its own listeners now
-        held = {d.port, d.private_port, *d.node_ports}
+        held = {d.port, *d.node_ports}
         assert {int(p.stem) for p in locks.glob("*.lock")} == held
     err = capsys.readouterr().err
     assert "superlink could not listen on 127.0.0.1:" in err and "start 2 of at most 3" in err

@@ -26,10 +26,12 @@ KEYS = "/app/keys"
 STATE = "/app/state"
 NODE = "/app/node"  # a data holder's own files: SuperExec secret, app allowlist
 SECRETS = "/app/secrets"
+CONTROL = "/app/control"  # the operator's: the allowlist of ServerApps its SuperExec runs
 HOST_CERTS = "./deploy/certificates"
 HOST_KEYS = "./deploy/keys"
 HOST_NODES = "./deploy/nodes"
 HOST_SECRETS = "./deploy/secrets"
+HOST_CONTROL = "./deploy/control"
 CONTROL_ALIAS = "superlink-control"  # the SuperLink's name on the control network only
 IMAGE = f"fedgs:{topology.FLOWER_VERSION}"  # built from deploy/Dockerfile
 TLS = topology.TlsPaths(f"{CERTS}/ca.crt", f"{CERTS}/server.pem", f"{CERTS}/server.key")
@@ -43,7 +45,7 @@ HEADER = """\
 # `fedgs deploy local` runs the same processes from; regenerate rather than edit.
 #
 #   fedgs deploy init --out deploy --nodes {nodes}   # certificates, keys, secrets, allowlists, app
-#   sudo chown -R {uid} deploy/keys deploy/nodes deploy/secrets deploy/certificates
+#   sudo chown -R {uid} deploy/keys deploy/nodes deploy/secrets deploy/certificates deploy/control
 #   docker compose -p fedgs up --build -d      # or docker-compose (1.29+)
 #   FLWR_HOME=deploy/flwr-home flwr run deploy/app fedgs --stream \\
 #     --run-config 'steps=200 run-dir="/app/runs/first"'
@@ -51,14 +53,17 @@ HEADER = """\
 # Ports on the host's loopback only: {port} (the Fleet API SuperNodes dial; publish it on a
 # routable address for data holders on other machines) and {private} (Control API for `flwr`).
 # The Control and runtime APIs answer only on the SuperLink's `control` network, which no
-# SuperNode joins; each SuperNode's runtime API binds its own private network, shared only with
-# the container that runs its ClientApps, which runs only the apps in that node's
-# allowed-fabs.txt. Run outputs land in the `runs` volume; data for datasets other than the
-# embedded one go in deploy/data/<service> (run config data-dir="/app/data"). More data
-# holders: `fedgs deploy init --out deploy --nodes N` (keeps existing keys) and
-# `fedgs deploy compose --nodes N -o docker-compose.yml`. Containers run as uid {uid} (Flower's
-# user `app`); it must be able to read what deploy/ mounts. Compose 1.29 (Debian's) or v2:
-# the file has no top-level `name:` (1.29 rejects it), so name the project with -p.
+# SuperNode joins; the ServerApp container runs only the apps in deploy/control/allowed-fabs.txt;
+# each SuperNode's runtime API binds its own private network, shared only with the container
+# that runs its ClientApps, which runs only the apps in that node's allowed-fabs.txt. Every
+# local user of the host reaches {private}: compose's Control API is not the operator's alone
+# yet (`fedgs deploy local`'s is, a Unix socket). Run outputs land in the `runs` volume; data
+# for datasets other than the embedded one go in deploy/data/<service> (run config
+# data-dir="/app/data"). More data holders: `fedgs deploy init --out deploy --nodes N` (keeps
+# existing keys) and `fedgs deploy compose --nodes N -o docker-compose.yml`. Containers run as
+# uid {uid} (Flower's user `app`); it must be able to read what deploy/ mounts. Compose 1.29
+# (Debian's) or v2: the file has no top-level `name:` (1.29 rejects it), so name the project
+# with -p.
 """
 
 
@@ -175,6 +180,8 @@ def render(nodes: int = 2) -> dict[str, Any]:
         runtime_api=f"{CONTROL_ALIAS}:{PRIVATE_PORT}",
         ca_cert=TLS.ca_cert,
         superexec_secret=SUPERLINK_SECRET,
+        python="python",
+        allowed_fabs=f"{CONTROL}/allowed-fabs.txt",
     )
     register = ["fedgs", "deploy", "register", "--superlink", f"{CONTROL_ALIAS}:{PRIVATE_PORT}"]
     register += ["--root-certificates", TLS.ca_cert]
@@ -200,12 +207,13 @@ def render(nodes: int = 2) -> dict[str, Any]:
         topology.SERVERAPP_EXECUTOR: {
             "build": _build(),
             "image": IMAGE,
-            "entrypoint": serverapp[:1],
-            "command": serverapp[1:],
+            "entrypoint": serverapp[:3],
+            "command": serverapp[3:],
             "environment": topology.environment(CONTAINER_ENV),
             "volumes": [
                 f"{HOST_CERTS}/ca.crt:{TLS.ca_cert}:ro",
                 f"{HOST_SECRETS}/superlink.secret:{SUPERLINK_SECRET}:ro",
+                f"{HOST_CONTROL}:{CONTROL}:ro",
                 "runs:/app/runs",
                 "./deploy/data/server:/app/data:ro",
             ],
@@ -252,11 +260,14 @@ def prepare_host(folder: Path, nodes: int, hosts: Sequence[str] = ()) -> list[Pa
     """What the compose file mounts and ``flwr`` needs on the host: the TLS files (made once;
     the server certificate re-issued by the kept CA key in ``folder/ca`` when ``hosts`` adds a
     name), one key pair per node (existing keys kept), the SuperExec secrets, each node's folder
-    with its allowlist of the app, the Flower config and the app directory."""
+    with its allowlist of the app, the operator's allowlist of ServerApps (the app), the Flower
+    config and the app directory."""
     tls = ensure_tls(folder / "certificates", folder / "ca" / "ca.key", hosts)
     ensure_secret(folder / "secrets" / "superlink.secret")
     app = write_app(folder / "app")
     digest = fab_hash(app)
+    note = "fedgs (`fedgs deploy init`)"
+    write_allowlist(folder / "control" / "allowed-fabs.txt", {digest: note})
     keys = []
     for partition_id in range(nodes):
         name = topology.node_name(partition_id)
@@ -265,7 +276,7 @@ def prepare_host(folder: Path, nodes: int, hosts: Sequence[str] = ()) -> list[Pa
         (folder / "data" / name).mkdir(parents=True, exist_ok=True)
         node = folder / "nodes" / name
         ensure_secret(node / "superexec.secret")
-        write_allowlist(node / "allowed-fabs.txt", {digest: "fedgs (`fedgs deploy init`)"})
+        write_allowlist(node / "allowed-fabs.txt", {digest: note})
     (folder / "data" / "server").mkdir(parents=True, exist_ok=True)
     control.write_flwr_home(
         folder / "flwr-home", f"127.0.0.1:{PRIVATE_PORT}", tls.ca_cert.resolve()

@@ -1,7 +1,9 @@
 """Talking to a SuperLink through the ``flwr`` CLI, with a Flower config of the deployment's own.
 
 ``flwr`` reads its SuperLink connections from ``$FLWR_HOME/config.toml``; the deployment writes
-one in its run directory so nothing touches the user's ``~/.flwr``. SuperNode keys are registered
+one in its run directory so nothing touches the user's ``~/.flwr``. ``flwr`` runs through
+fedgs.deploy.unix_socket, so a connection's address may be a SuperLink's private Unix socket
+(``unix:PATH``), which Flower's own CLI cannot dial. SuperNode keys are registered
 the Flower 1.41 way: ``flwr supernode register PUBLIC_KEY CONNECTION`` against a SuperLink started
 with ``--enable-supernode-auth`` (the older CSV of keys, ``--auth-list-public-keys``, is refused
 by 1.41).
@@ -17,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import tomli_w
+
+from fedgs.deploy.unix_socket import command
 
 CONNECTION = "fedgs"
 
@@ -42,7 +46,7 @@ class ControlError(RuntimeError):
 def flwr(args: Sequence[str], env: Mapping[str, str], timeout: float = 120) -> str:
     """Run ``flwr ARGS`` and return its stdout; raise ControlError with its output on failure."""
     done = subprocess.run(
-        ["flwr", *args],
+        [*command("flwr"), *args],
         capture_output=True,
         text=True,
         env=dict(env),

@@ -3,6 +3,11 @@
 The deployment directory holds everything of the deployment: certificates and node keys, the
 Flower config ``flwr`` uses (``flwr-home/``), the app directory shipped as a FAB, the SuperLink
 database, each node's private state directory, one log per process, and the run directory.
+The SuperLink's Control and ServerApp runtime APIs answer only on a Unix socket in ``control/``
+(0600 in a 0700 folder: no other local user reaches it; fedgs.deploy.unix_socket), and the
+ServerApp's SuperExec runs only the apps on ``control/allowed-fabs.txt``, as each node's
+ClientApp SuperExec runs only those on its own ``allowed-fabs.txt`` (read-only files the
+launcher writes).
 Processes are stopped on exit, on an error and on Ctrl-C; none is left behind (see
 :mod:`fedgs.deploy.processes`).
 """
@@ -16,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 import weakref
@@ -35,7 +41,8 @@ from fedgs.deploy.certs import (
     ensure_tls,
     generate_node_keys,
 )
-from fedgs.private_files import private_dir
+from fedgs.deploy.unix_socket import MAX_PATH, command, unix_address
+from fedgs.private_files import PRIVATE_FILE, private_dir
 
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT = 180.0
@@ -44,6 +51,7 @@ ACTIVATED = "SuperNode ID:"  # what a SuperNode logs once the SuperLink accepted
 STALE_NODE = "Failed to activate SuperNode"
 SUPERLINK_READY = "Control and runtime APIs only on"  # fedgs.deploy.superlink, both sockets bound
 PORT_ATTEMPTS = 3  # starts of a component on fresh ports when its port was taken meanwhile
+READ_ONLY = 0o400  # an allowlist: the launcher's to change (a same-user process can chmod it)
 
 
 @dataclass(frozen=True)
@@ -135,7 +143,7 @@ class LocalDeployment:
         self._ports = ports.PortReservation(HOST)
         weakref.finalize(self, self._ports.release_all)  # a deployment never started or stopped
         self.port = self._ports.reserve()  # public: the Fleet API, what SuperNodes dial
-        self.private_port = self._ports.reserve()  # the Control and ServerApp runtime APIs
+        self.control_socket = _control_socket(self.control_dir, self.marker)  # Control, runtime
         self.node_ports = [self._ports.reserve() for _ in range(self.options.nodes)]
         self._port_attempts: dict[str, int] = {}
         self.tls = TlsFiles.under(self.out / "certs")
@@ -151,8 +159,18 @@ class LocalDeployment:
 
     @property
     def private_address(self) -> str:
-        """Where ``flwr`` and the ServerApp's SuperExec reach the SuperLink."""
-        return f"{HOST}:{self.private_port}"
+        """Where ``flwr`` and the ServerApp's SuperExec reach the SuperLink: its Unix socket."""
+        return unix_address(self.control_socket)
+
+    @property
+    def control_dir(self) -> Path:
+        """The operator's: the Control socket (when its path fits) and the ServerApp allowlist."""
+        return self.out / "control"
+
+    @property
+    def server_allowlist(self) -> Path:
+        """FAB hashes the ServerApp's SuperExec runs (fedgs.deploy.superexec)."""
+        return self.control_dir / "allowed-fabs.txt"
 
     def keys(self, partition_id: int) -> NodeKeys:
         return NodeKeys.under(self.out / "keys", topology.node_name(partition_id))
@@ -212,7 +230,7 @@ class LocalDeployment:
             topology.SUPERLINK: topology.superlink_args(
                 host=HOST,
                 port=self.port,
-                private=(HOST, self.private_port),
+                private=str(self.control_socket),
                 security=security,
                 tls=topology.TlsPaths(ca_cert, str(self.tls.server_cert), str(self.tls.server_key)),
                 database=(
@@ -228,6 +246,8 @@ class LocalDeployment:
                 runtime_api=self.private_address,
                 ca_cert=ca_cert if security.tls else None,
                 superexec_secret=superlink_secret,
+                python=sys.executable,
+                allowed_fabs=str(self.server_allowlist),
             ),
         }
         for partition_id, port in enumerate(self.node_ports):
@@ -278,23 +298,24 @@ class LocalDeployment:
 
     def prepare(self) -> None:
         """Certificates, node keys, secrets, Flower config, app directory and each node's
-        allowlist of that app (certificates, keys and secrets are kept if already there). What
-        is private is the owner's alone: 0600 files in 0700 folders (fedgs.private_files)."""
+        allowlist of that app, the operator's ServerApp allowlist of it (certificates, keys and
+        secrets are kept if already there). What is private is the owner's alone: 0600 files in
+        0700 folders (fedgs.private_files)."""
         security = self.options.security
-        for folder in (self.out / "nodes", self.out / "logs"):
-            private_dir(folder)  # critics, ledgers, secrets; logs that quote them
+        for folder in (self.out / "nodes", self.out / "logs", self.control_dir):
+            private_dir(folder)  # critics, ledgers, secrets; logs that quote them; Control
+        private_dir(self.control_socket.parent)
         if security.tls:
             ensure_tls(self.tls.ca_cert.parent, self.out / "ca" / "ca.key")
         ensure_secret(self.out / "secrets" / "superlink.secret")
         app = write_app(self.out / "app", PROMPT if self.options.warm else PLAIN)
-        digest = fab_hash(app)
         for partition_id in range(self.options.nodes):
             if security.node_auth and not self.keys(partition_id).private.exists():
                 generate_node_keys(self.out / "keys", topology.node_name(partition_id))
             private_dir(self.node_dir(partition_id))
             private_dir(self.state_dir(partition_id))
             ensure_secret(self.node_dir(partition_id) / "superexec.secret")
-            write_allowlist(self.allowlist(partition_id), {digest: str(app)})
+        self.allow_app(app)
         self._write_flwr_home()
 
     def _write_flwr_home(self) -> None:
@@ -305,11 +326,18 @@ class LocalDeployment:
         )
 
     def allow_app(self, app: Path) -> str:
-        """Let every node run the app in ``app`` too (what a data holder does by adding its
-        hash to its allowlist); returns the hash."""
-        digest = fab_hash(app)
+        """Let the operator's SuperExec run the app in ``app`` and every node run it too (what
+        each data holder does by adding its hash to its allowlist); returns the hash."""
+        digest = self.allow_server_app(app)
         for partition_id in range(self.options.nodes):
-            write_allowlist(self.allowlist(partition_id), {digest: str(app)})
+            _write_read_only(self.allowlist(partition_id), {digest: str(app)})
+        return digest
+
+    def allow_server_app(self, app: Path) -> str:
+        """Let the operator's SuperExec run the ServerApp of the app in ``app`` (nodes still
+        refuse it unless they list it); returns the hash."""
+        digest = fab_hash(app)
+        _write_read_only(self.server_allowlist, {digest: str(app)})
         return digest
 
     def start_component(self, name: str, argv: list[str] | None = None) -> processes.Component:
@@ -356,14 +384,10 @@ class LocalDeployment:
             taken = self._wait_for_superlink(component)
             if taken is None:
                 return
-            own = (self.port, self.private_port)
-            failure = self._count_port_failure(component, taken, own)
-            if taken in (0, self.port):
-                self.port = self._ports.replace(self.port)
-            if taken in (0, self.private_port):
-                self.private_port = self._ports.replace(self.private_port)
-                self._write_flwr_home()  # where `flwr` finds the Control API
-            _say_restart(failure, own, (self.port, self.private_port))
+            failure = self._count_port_failure(component, taken, (self.port,))
+            old = self.port
+            self.port = self._ports.replace(self.port)
+            _say_restart(failure, (old,), (self.port,))
 
     def _wait_for_superlink(self, component: processes.Component) -> int | None:
         """None once the SuperLink serves on its own sockets (it logged that it bound both and
@@ -379,8 +403,8 @@ class LocalDeployment:
                     f"log {component.log}:\n{_tail(component.log)}"
                 )
             if SUPERLINK_READY in component.output():
-                with socket.socket() as probe:
-                    if probe.connect_ex((HOST, self.private_port)) == 0:
+                with socket.socket(socket.AF_UNIX) as probe:
+                    if probe.connect_ex(str(self.control_socket)) == 0:
                         return None
             if time.monotonic() > deadline:
                 raise DeploymentError(f"{component.name} did not listen on {self.private_address}")
@@ -478,6 +502,15 @@ class LocalDeployment:
                 return processes.stop(list(reversed(self.components.values())), self.marker)
             finally:
                 self._ports.release_all()  # every process that used them is gone
+                self._remove_socket_folder()
+
+    def _remove_socket_folder(self) -> None:
+        """A Control socket's temporary folder (a path too long for ``control/``) goes."""
+        folder = self.control_socket.parent
+        if folder != self.control_dir:
+            self.control_socket.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
     # --- runs ---------------------------------------------------------------------------------
 
@@ -490,7 +523,7 @@ class LocalDeployment:
         overrides = self.out / f"run-config-{self._runs}.toml"
         overrides.write_text(tomli_w.dumps(dict(run_config)))
         argv = [
-            "flwr",
+            *command("flwr"),
             "run",
             str(app or self.out / "app"),
             control.CONNECTION,
@@ -562,6 +595,26 @@ def deferred_interrupts() -> Iterator[None]:
             signal.signal(signum, handler)
     if pending:
         signal.raise_signal(pending[0])
+
+
+def _control_socket(folder: Path, marker: str) -> Path:
+    """Where the SuperLink's Control socket goes: ``folder/superlink.sock`` if that path fits a
+    Unix socket's, else a folder named after the deployment's random ``marker`` in the
+    temporary directory (made 0700 by ``prepare``; the SuperLink refuses one not its user's
+    alone)."""
+    path = folder / "superlink.sock"
+    if len(os.fsencode(path)) <= MAX_PATH:
+        return path
+    return Path(tempfile.gettempdir()) / f"fedgs-control-{marker}" / "superlink.sock"
+
+
+def _write_read_only(path: Path, hashes: Mapping[str, str]) -> None:
+    """Add ``hashes`` to an allowlist and leave it read-only (0400): a task's code that writes
+    to it gets EACCES, though a process of the same user could chmod it first."""
+    if path.exists():
+        path.chmod(PRIVATE_FILE)
+    write_allowlist(path, hashes)
+    path.chmod(READ_ONLY)
 
 
 def _say_restart(failure: str, before: tuple[int, ...], after: tuple[int, ...]) -> None:

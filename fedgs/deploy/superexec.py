@@ -11,18 +11,22 @@ shortened, ``fedgs.deploy.flower_waits``). Each message still gets a fresh proce
 shares no memory with the next, so the ClientApp semantics (Context from the SuperNode, state on
 disk) are Flower's.
 
-Data holder's allowlist: with ``--allowed-fabs FILE`` (one FAB sha256 per line, ``#`` comments;
-read at every task, so edits apply without a restart) a ClientApp task whose app is not listed is
-refused before any of its code is loaded. The SuperLink decides which app a run ships; the node
-owner decides which apps may touch its data (``fedgs deploy app-hash`` prints fedgs' hash).
+Allowlist: with ``--allowed-fabs FILE`` (one FAB sha256 per line, ``#`` comments; read at
+every task, so edits apply without a restart) a ClientApp or ServerApp task whose app is not
+listed is refused before any of its code is loaded. The SuperLink decides which app a run ships;
+the node owner decides which apps may touch its data, and the operator which ServerApps run on
+the operator's machine as the operator's user (``fedgs deploy app-hash`` prints fedgs' hash).
+A refused ServerApp task ends its run ``finished:failed`` with the reason as its details.
 A refused task still ends as Flower's SuperNode needs it to: the node waits for a reply to each
 message before it takes the next, and a task its SuperExec only declines goes back to pending
 and is declined again forever, so one foreign run would silence the node for every later run.
 A refusal therefore takes the task (its message, no code), replies with error 4403 (the code of
 ``client.app``'s refusals) and marks the task failed.
 ``--spawn``: start task processes as Flower does (a fresh interpreter each), keeping the
-allowlist. ``--doorbell NAME``: ask the SuperNode for a task as soon as it rings that bell, its
-poll interval only the fallback (:mod:`fedgs.deploy.doorbell`).
+allowlist. ``--doorbell NAME``: ask the SuperNode for a task as soon as it rings that bell,
+its poll interval only the fallback (:mod:`fedgs.deploy.doorbell`). A runtime API address
+``unix:PATH`` (a SuperLink's private Unix socket) is dialled through that socket, by this
+process and by the task processes it starts (fedgs.deploy.unix_socket).
 
 Use it in place of ``flower-superexec`` for a SuperNode started with ``--isolation process``.
 """
@@ -34,6 +38,7 @@ import importlib
 import logging
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -42,8 +47,14 @@ from typing import Any
 from flwr.app import Error, Message
 from flwr.common.constant import SubStatus
 from flwr.common.logger import log
+from flwr.proto.runtime_pb2 import PullTaskInputRequest, PushTaskOutputRequest
 from flwr.supercore.cli.flower_superexec import flower_superexec
-from flwr.supercore.constant import ExecutorType, TaskType
+from flwr.supercore.constant import (
+    TASK_TYPE_TO_APPIO_API_ADDRESS_ARG,
+    TASK_TYPE_TO_COMMAND,
+    ExecutorType,
+    TaskType,
+)
 from flwr.supercore.interceptors import RuntimeTokenHttpInterceptor, RuntimeVersionHttpInterceptor
 from flwr.supercore.retry import make_simple_http_retry_invoker
 from flwr.supercore.runtime import RuntimeHttpClient
@@ -61,14 +72,17 @@ from flwr.supernode.runtime.run_clientapp import (
 from fedgs.deploy.app_bundle import read_allowlist
 from fedgs.deploy.doorbell import answer_rings
 from fedgs.deploy.flower_waits import shorten_object_pulls
+from fedgs.deploy.unix_socket import command, route_unix_addresses, socket_path
 
 ERROR_REFUSED = 4403  # client.app's code for a request the node will not serve (not imported:
 # that module loads the whole client)
+REFUSABLE = (TaskType.CLIENT_APP, TaskType.SERVER_APP)  # the task types an allowlist covers
 
 
 class ForkingExecutor(SubprocessExecutor):
     """Starts ClientApp tasks by ``fork()`` (other task types as Flower does), or all tasks as
-    Flower does with ``fork=False``; with ``allowlist``, only ClientApp tasks of listed FABs."""
+    Flower does with ``fork=False``; with ``allowlist``, only ClientApp and ServerApp tasks of
+    listed FABs."""
 
     def __init__(
         self, fork: bool = True, allowlist: Callable[[], frozenset[str]] | None = None
@@ -79,20 +93,31 @@ class ForkingExecutor(SubprocessExecutor):
         self.children: set[int] = set()  # forked task processes not reaped yet
 
     def launch(self, spec: ExecutionSpec) -> LaunchResult:
-        if spec.task_type == TaskType.CLIENT_APP and self.allowlist is not None:
+        if self.allowlist is not None and spec.task_type in REFUSABLE:
             if (spec.fab_hash or "").lower() not in self.allowlist():
-                log(
-                    logging.ERROR,
-                    "Refused ClientApp task %d: its app (FAB %s) is not on this node's "
-                    "allowlist; no code of it was loaded",
-                    spec.task_id,
-                    spec.fab_hash,
-                )
-                reason = f"refused: app (FAB {spec.fab_hash}) is not on this node's allowlist"
-                return self._start(spec, lambda: _refuse_task(spec, reason))
-        if spec.task_type != TaskType.CLIENT_APP or not self.fork:
-            return super().launch(spec)
-        return self._start(spec, lambda: _run_task(spec))
+                return self._refuse(spec)
+        if spec.task_type == TaskType.CLIENT_APP and self.fork:
+            return self._start(spec, lambda: _run_task(spec))
+        if socket_path(spec.runtime_api_address) is not None:
+            return _spawn_routed(spec)
+        return super().launch(spec)
+
+    def _refuse(self, spec: ExecutionSpec) -> LaunchResult:
+        """End a task of an app not on the allowlist without loading any of its code."""
+        whose = "this node's" if spec.task_type == TaskType.CLIENT_APP else "the operator's"
+        kind = "ClientApp" if spec.task_type == TaskType.CLIENT_APP else "ServerApp"
+        log(
+            logging.ERROR,
+            "Refused %s task %d: its app (FAB %s) is not on %s allowlist; no code of it was loaded",
+            kind,
+            spec.task_id,
+            spec.fab_hash,
+            whose,
+        )
+        reason = f"refused: app (FAB {spec.fab_hash}) is not on {whose} allowlist"
+        if spec.task_type == TaskType.CLIENT_APP:
+            return self._start(spec, lambda: _refuse_task(spec, reason))
+        return self._start(spec, lambda: _refuse_serverapp(spec, reason))
 
     def _start(self, spec: ExecutionSpec, body: Callable[[], int]) -> LaunchResult:
         """Run ``body`` in a child forked from this process (it never returns into the loop);
@@ -135,23 +160,64 @@ def _in_child(body: Callable[[], int]) -> int:
         sys.stderr.flush()
 
 
-def _refuse_task(spec: ExecutionSpec, reason: str) -> int:
-    """Take the task as a ClientApp process would (its message, not its app), reply with error
-    ERROR_REFUSED and mark the task failed, so the SuperNode sends the reply and goes on. Only
-    after the reply: Flower's node stores no reply for a ClientApp task that ends failed."""
-    retries = make_simple_http_retry_invoker()
-    client = RuntimeHttpClient.from_server_address(
+def _spawn_routed(spec: ExecutionSpec) -> LaunchResult:
+    """Flower's task process (SubprocessExecutor.launch's command line), started through
+    fedgs.deploy.unix_socket: Flower's own would dial ``unix:PATH`` as a TCP host."""
+    args = command(TASK_TYPE_TO_COMMAND[spec.task_type])
+    args += [TASK_TYPE_TO_APPIO_API_ADDRESS_ARG[spec.task_type], spec.runtime_api_address]
+    args += ["--token", spec.token]
+    if spec.insecure:
+        args.append("--insecure")
+    elif spec.root_certificates_path is not None:
+        args += ["--root-certificates", spec.root_certificates_path]
+    if spec.parent_pid is not None:
+        args += ["--parent-pid", str(spec.parent_pid)]
+    if spec.runtime_dependency_install:
+        args.append("--allow-runtime-dependency-installation")
+    quiet = subprocess.DEVNULL if spec.suppress_output else None
+    subprocess.Popen(args, stdout=quiet, stderr=quiet)  # noqa: S603 - reaped as Flower's are
+    return LaunchResult.accepted()
+
+
+def _runtime_client(spec: ExecutionSpec, component: str, retries: Any) -> RuntimeHttpClient:
+    """A client of the runtime API the task's process would dial, as ``component``."""
+    return RuntimeHttpClient.from_server_address(
         server_address=spec.runtime_api_address,
         insecure=spec.insecure,
         root_certificates=validate_and_resolve_root_certificates(
             spec.root_certificates_path, spec.insecure
         ),
         interceptors=[
-            RuntimeVersionHttpInterceptor(component_name="flwr-clientapp"),
+            RuntimeVersionHttpInterceptor(component_name=component),
             RuntimeTokenHttpInterceptor(spec.token),
         ],
         retry_invoker=retries,
     )
+
+
+def _refuse_serverapp(spec: ExecutionSpec, reason: str) -> int:
+    """Take the task as a ServerApp process would (its run and FAB, never installed) and end it
+    failed with ``reason``: the run ends ``finished:failed`` and says why."""
+    retries = make_simple_http_retry_invoker()
+    client = _runtime_client(spec, "flwr-serverapp", retries)
+    try:
+        task = client.PullTaskInput(PullTaskInputRequest())
+        retries.max_tries = 1
+        output = PushTaskOutputRequest(
+            context=task.context, sub_status=SubStatus.FAILED, details=reason
+        )
+        client.PushTaskOutput(output)
+    finally:
+        client.close()
+    return 0
+
+
+def _refuse_task(spec: ExecutionSpec, reason: str) -> int:
+    """Take the task as a ClientApp process would (its message, not its app), reply with error
+    ERROR_REFUSED and mark the task failed, so the SuperNode sends the reply and goes on. Only
+    after the reply: Flower's node stores no reply for a ClientApp task that ends failed."""
+    retries = make_simple_http_retry_invoker()
+    client = _runtime_client(spec, "flwr-clientapp", retries)
     # on an error the task's claim expires: Flower hands out a task not taken yet again, and
     # replies "ClientApp stopped responding" for one taken
     try:
@@ -205,6 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--allowed-fabs", type=Path)
     parser.add_argument("--doorbell")
     ours, flower_args = parser.parse_known_args(argv)
+    route_unix_addresses()  # a runtime API at unix:PATH, this process's and its tasks'
     allowlist = None
     if ours.allowed_fabs is not None:
         path = ours.allowed_fabs

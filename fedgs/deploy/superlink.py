@@ -8,9 +8,12 @@ register their own node key and submit an app that ran on the data holders' Supe
 
 This entry point is ``flower-superlink`` with the same flags and the same FastAPI app, served on
 two sockets: the public one (``--host``/``--port``) answers only the Fleet API and the health
-check; every other route (Control, ServerApp runtime) answers only on the private socket
-(``--private-host``/``--private-port``, loopback by default), which only the operator's own
-machine reaches. A request for a private route on the public socket gets 403 and is logged.
+check; every other route (Control, ServerApp runtime) answers only on the private socket, and
+a request for one on the public socket gets 403 and is logged. The private socket is either a
+Unix socket (``--private-socket PATH``: a 0600 file in a 0700 folder, so only the operator's
+user reaches it; fedgs.deploy.unix_socket dials it) or a TCP one (``--private-host``/
+``--private-port``, loopback by default: every local user reaches that one, so it is for a
+container's own network only).
 ``--node-doorbells PREFIX``: ring each node's bell when a message for it is stored (a local
 deployment's nodes then pull at once instead of on their next poll; fedgs.deploy.doorbell).
 """
@@ -22,13 +25,19 @@ import errno
 import importlib
 import json
 import logging
+import os
 import socket
+import stat
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
 from typing import Any
 
 import uvicorn
 from flwr.common.logger import log
+
+from fedgs.deploy.unix_socket import MAX_PATH, unix_address
+from fedgs.private_files import PRIVATE_DIR, PRIVATE_FILE
 
 PUBLIC_PREFIXES = ("/v1/fleet/", "/health")  # what SuperNodes need; nothing else is public
 
@@ -39,9 +48,10 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class PrivateRoutesGate:
-    """ASGI middleware: routes outside ``PUBLIC_PREFIXES`` answer only on ``private_port``."""
+    """ASGI middleware: routes outside ``PUBLIC_PREFIXES`` answer only on a Unix socket or on
+    ``private_port`` (None: on a Unix socket only)."""
 
-    def __init__(self, app: ASGIApp, private_port: int) -> None:
+    def __init__(self, app: ASGIApp, private_port: int | None) -> None:
         self.app = app
         self.private_port = private_port
 
@@ -72,8 +82,10 @@ class PrivateRoutesGate:
         await self.app(scope, receive, send)
 
     def _allowed(self, scope: Scope) -> bool:
-        server = scope.get("server") or (None, None)
-        if server[1] == self.private_port:
+        server = scope.get("server") or ("", 0)
+        if server[1] is None:  # uvicorn's (path, None): a Unix socket, the owner's alone
+            return True
+        if self.private_port is not None and server[1] == self.private_port:
             return True
         return str(scope.get("path", "")).startswith(PUBLIC_PREFIXES)
 
@@ -96,6 +108,52 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _private_folder(folder: Path) -> None:
+    """The socket's folder: made 0700 if missing; one already there must be this user's alone
+    (a socket file's own mode is not checked by every kernel, its folder's is)."""
+    if not folder.exists():
+        folder.mkdir(parents=True, mode=PRIVATE_DIR)
+        folder.chmod(PRIVATE_DIR)
+    info = folder.stat()
+    if info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & 0o077:
+        sys.exit(f"fedgs: {folder} must be a folder of this user's alone (mode 0700)")
+
+
+def _listen_unix(path: Path) -> socket.socket:
+    """A listening Unix socket at ``path`` that only this user can connect to (0600 in a 0700
+    folder). A live socket there ends the process; a stale one (a killed SuperLink's) goes."""
+    if len(os.fsencode(path)) > MAX_PATH:
+        sys.exit(f"fedgs: socket path {path} is longer than {MAX_PATH} bytes")
+    _private_folder(path.parent)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if path.exists():
+        if sock.connect_ex(str(path)) == 0:
+            sock.close()
+            sys.exit(f"fedgs: another SuperLink serves {unix_address(path)} (a live socket)")
+        path.unlink()
+        sock.close()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    umask = os.umask(0o177)  # the file is 0600 from its first moment
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(umask)
+    path.chmod(PRIVATE_FILE)
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _private_listener(ours: argparse.Namespace) -> tuple[socket.socket, str]:
+    """The private socket and how the log names it."""
+    if ours.private_socket is not None:
+        return _listen_unix(ours.private_socket), unix_address(ours.private_socket)
+    if ours.private_port is None:
+        sys.exit("fedgs: give --private-socket PATH or --private-port PORT")
+    sock = _listen(ours.private_host, ours.private_port)
+    return sock, f"{ours.private_host}:{ours.private_port}"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m fedgs.deploy.superlink",
@@ -103,8 +161,10 @@ def main(argv: list[str] | None = None) -> None:
         "every other flag is flower-superlink's",
         add_help=False,
     )
+    private = parser.add_mutually_exclusive_group()
+    private.add_argument("--private-socket", type=Path)
+    private.add_argument("--private-port", type=int)
     parser.add_argument("--private-host", default="127.0.0.1")
-    parser.add_argument("--private-port", type=int, required=True)
     parser.add_argument("--node-doorbells", metavar="PREFIX")
     ours, flower_args = parser.parse_known_args(argv)
     if ours.node_doorbells:  # ring a node when a message for it is stored
@@ -124,14 +184,14 @@ def main(argv: list[str] | None = None) -> None:
     sys.argv = ["flower-superlink", *flower_args]
     config = flower_superlink._parse_superlink_lifespan_config()
     app = create_app(config, flower_superlink.SuperLinkLifespan)
-    sockets = [_listen(config.host, config.port), _listen(ours.private_host, ours.private_port)]
+    public = _listen(config.host, config.port)
+    private, private_name = _private_listener(ours)
     log(
         logging.INFO,
-        "Fleet API on %s:%s; Control and runtime APIs only on %s:%s",
+        "Fleet API on %s:%s; Control and runtime APIs only on %s",
         config.host,
         config.port,
-        ours.private_host,
-        ours.private_port,
+        private_name,
     )
     server = uvicorn.Server(
         uvicorn.Config(
@@ -145,7 +205,11 @@ def main(argv: list[str] | None = None) -> None:
             lifespan="on",
         )
     )
-    server.run(sockets=sockets)
+    try:
+        server.run(sockets=[public, private])
+    finally:
+        if ours.private_socket is not None:
+            ours.private_socket.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

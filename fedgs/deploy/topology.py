@@ -10,11 +10,13 @@ Security defaults: TLS on every SuperLink API; SuperNode authentication (only re
 keys may connect; registration is ``flwr supernode register``); the SuperLink's public port serves
 only the Fleet API, its Control and ServerApp runtime APIs answer on a private address only
 (fedgs.deploy.superlink: Flower 1.41 serves all three on one port and its Control API has no
-authentication); every SuperExec authenticates to the runtime API it pulls tasks from with a
-shared secret (Flower's ``--superexec-auth-secret-file``); each data holder's ClientApp SuperExec
-runs only the apps its allowlist names (fedgs.deploy.superexec ``--allowed-fabs``). A SuperNode's
-own runtime API, which its ClientApp processes dial, stays on a private link: loopback here, a
-per-node network in compose.
+authentication): a Unix socket only the operator's user reaches here, a port on a network of its
+own in compose; every SuperExec authenticates to the runtime API it pulls tasks from with a
+shared secret (Flower's ``--superexec-auth-secret-file``); the ServerApp's SuperExec runs only the
+apps the operator's allowlist names, each data holder's ClientApp SuperExec only those its own
+allowlist names (fedgs.deploy.superexec ``--allowed-fabs``). A SuperNode's own runtime API, which
+its ClientApp processes dial, stays on a private link: loopback here, a per-node network in
+compose.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ def superlink_args(
     *,
     host: str,
     port: int,
-    private: tuple[str, int],
+    private: tuple[str, int] | str,
     security: Security,
     tls: TlsPaths | None,
     database: str,
@@ -103,11 +105,15 @@ def superlink_args(
     node_doorbells: str | None = None,
 ) -> list[str]:
     """``flower-superlink`` through fedgs.deploy.superlink: the Fleet API on ``host:port``, the
-    Control and runtime APIs on ``private`` (host, port). Runtime dependency installation is
+    Control and runtime APIs on ``private``: a Unix socket's path (only its owner reaches it)
+    or (host, port) on a network of their own (compose). Runtime dependency installation is
     always off (it would fetch a CUDA torch); the app's code is already installed where it
     runs. ``node_doorbells``: the prefix of the nodes' bells it rings (fedgs.deploy.doorbell)."""
     args = [python, "-m", "fedgs.deploy.superlink"]
-    args += ["--private-host", private[0], "--private-port", str(private[1])]
+    if isinstance(private, str):
+        args += ["--private-socket", private]
+    else:
+        args += ["--private-host", private[0], "--private-port", str(private[1])]
     if node_doorbells is not None:
         if not security.node_auth:
             raise ValueError("node doorbells need node authentication (a bell per node key)")
