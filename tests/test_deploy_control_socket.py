@@ -93,6 +93,14 @@ def test_flwr_reaches_the_owners_socket_and_nothing_else_listens_there(
         "FLWR_HOME": str(control.write_flwr_home(tmp_path / "home", unix_address(socket), None)),
     }
     assert control.online_nodes(env) == []  # the Control API answered through the socket
+    by_hand = subprocess.run(  # what the operator types in another terminal
+        ["fedgs", "deploy", "flwr", "supernode", "list", control.CONNECTION, "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert by_hand.returncode == 0 and '"success": true' in by_hand.stdout, by_hand
 
     second = subprocess.run(
         _superlink(tmp_path, socket), capture_output=True, text=True, timeout=120

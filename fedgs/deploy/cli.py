@@ -1,8 +1,8 @@
 """``fedgs deploy``: the same ServerApp and ClientApps as real Flower processes.
 
-``local`` runs a SuperLink and N SuperNodes on 127.0.0.1 and the app on them; ``init``,
-``compose`` and ``register`` prepare and serve docker-compose.yml. Only the handlers import
-Flower, torch or cryptography.
+``local`` runs a SuperLink and N SuperNodes on 127.0.0.1 and the app on them; ``flwr`` is
+Flower's CLI able to reach its Control socket; ``init``, ``compose`` and ``register`` prepare and
+serve docker-compose.yml. Only the handlers import Flower, torch or cryptography.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _compose(commands)
     _register(commands)
     _app_hash(commands)
+    _flwr(commands)
 
 
 def _local(commands: argparse._SubParsersAction) -> None:
@@ -186,10 +187,38 @@ def _register(commands: argparse._SubParsersAction) -> None:
         help="register SuperNode public keys with a SuperLink (skips known keys)",
         description="What compose's one-shot `register` service runs: `flwr supernode register`.",
     )
-    parser.add_argument("--superlink", required=True, help="HOST:PORT of the SuperLink")
+    parser.add_argument(
+        "--superlink", required=True, help="HOST:PORT (or unix:PATH) of the SuperLink's Control API"
+    )
     parser.add_argument("--root-certificates", type=Path, help="CA certificate (omit: no TLS)")
     parser.add_argument("public_keys", type=Path, nargs="+", help="OpenSSH public key files")
     parser.set_defaults(handler=_run_register)
+
+
+def _flwr(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "flwr",
+        help="Flower's `flwr` CLI, able to reach a `deploy local` Control socket",
+        description=(
+            "Runs `flwr ARGS`; a connection whose address is unix:PATH (what `fedgs deploy "
+            "local` writes to OUT/flwr-home: its Control API is a Unix socket only its user "
+            "reaches) is dialled through that socket, e.g. "
+            "`FLWR_HOME=OUT/flwr-home fedgs deploy flwr supernode list fedgs`."
+        ),
+        add_help=False,  # --help goes to flwr
+        prefix_chars="\0",  # every argument is flwr's, --version and --help too
+    )
+    parser.add_argument("flwr_args", nargs=argparse.REMAINDER, help="flwr's arguments")
+    parser.set_defaults(handler=_run_flwr)
+
+
+def _run_flwr(args: argparse.Namespace) -> int:
+    import os
+
+    from fedgs.deploy.unix_socket import command
+
+    argv = [*command("flwr"), *args.flwr_args]
+    os.execv(argv[0], argv)  # flwr's own exit status and terminal
 
 
 def _interrupt(signum: int, frame: Any) -> NoReturn:

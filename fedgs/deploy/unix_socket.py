@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> None:
     module, attribute = COMMANDS[name].split(":")
     route_unix_addresses()
     sys.argv = [name, *args]
-    getattr(importlib.import_module(module), attribute)()
+    entry = getattr(importlib.import_module(module), attribute)
+    entry(prog_name=name) if name == "flwr" else entry()  # flwr's usage lines name `flwr`
 
 
 if __name__ == "__main__":
