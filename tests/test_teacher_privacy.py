@@ -35,9 +35,9 @@ def laplace_rdp(order: float, epsilon0: float) -> float:
 def randomized_response_rdp(order: float, epsilon0: float) -> float:
     """RDP of binary randomized response that tells the truth with probability e^e0 / (1 + e^e0),
     which is what a discrete Laplace of parameter e0 shifted by one is."""
-    p = math.exp(epsilon0) / (1 + math.exp(epsilon0))
-    a = order
-    return math.log(p**a * (1 - p) ** (1 - a) + (1 - p) ** a * p ** (1 - a)) / (a - 1)
+    log_p, log_q = -math.log1p(math.exp(-epsilon0)), -math.log1p(math.exp(epsilon0))
+    a = order  # log(p^a q^(1-a) + q^a p^(1-a)) in log space: no overflow at large orders
+    return float(np.logaddexp(a * log_p + (1 - a) * log_q, a * log_q + (1 - a) * log_p)) / (a - 1)
 
 
 def classic_rdp_epsilon(rdp, delta: float) -> float:
