@@ -230,3 +230,15 @@ def test_the_ast_check_finds_what_it_looks_for(tmp_path) -> None:
     (tmp_path / "bad.py").write_text(bad)
     found = _random_calls("bad.py", tmp_path)
     assert "torch.randn" in found and "torch.Generator" in found and "import secrets" in found
+
+
+def test_a_large_draw_split_over_threads_keeps_its_law_and_fresh_keys() -> None:
+    count = 4 * discrete_noise.PARALLEL_MIN_CHUNK  # DP-FedAvg-sized: split over threads
+    out = add_discrete_gaussian(np.zeros(count), 1.0, 1.0, count)
+    step = grid_step(1.0, count)
+    units = out / step
+    assert np.array_equal(units, np.rint(units))
+    assert out.std() == pytest.approx(1.0 + discrete_noise.ACCOUNTING_SLACK, rel=0.005)
+    quarter = count // 4  # each thread's share drew from its own key: no two shares repeat
+    shares = [units[i * quarter : (i + 1) * quarter][:64] for i in range(4)]
+    assert len({tuple(share) for share in shares}) == 4

@@ -35,7 +35,9 @@ is: rounding costs 0.0015% more noise, not a different epsilon.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -45,6 +47,8 @@ ACCOUNTING_SLACK = 2.0**-16  # relative sensitivity the accountant adds for the 
 GRID_SLACK = ACCOUNTING_SLACK / 2  # what the grid may use of it; the rest covers float64 rounding
 MAX_SCALE_NUMERATOR = 2**56  # discrete Laplace scales t/s with t above this could overflow int64
 _E_INV = math.exp(-1.0)
+PARALLEL_THREADS = 4  # most threads one large draw is split over
+PARALLEL_MIN_CHUNK = 2**19  # draws below two of these stay on one thread (a reply: 25,088)
 
 
 def _fill(count: int, draw: Callable[[int], np.ndarray], acceptance: float) -> np.ndarray:
@@ -134,5 +138,18 @@ def add_discrete_gaussian(
     step = grid_step(sensitivity, dimension)
     on_grid = np.rint(values / step)  # exact: step is a power of two
     scale = noise_std * (1.0 + ACCOUNTING_SLACK) / step
-    noise = discrete_gaussian(SecureRandom(), scale, values.size)
+    noise = _discrete_gaussian_threads(scale, values.size)
     return (on_grid + noise.reshape(values.shape)) * step
+
+
+def _discrete_gaussian_threads(sigma: float, count: int) -> np.ndarray:
+    """``count`` discrete Gaussians; a large draw (DP-FedAvg's millions of coordinates) is split
+    over up to ``PARALLEL_THREADS`` threads, each with its own key (NumPy releases the GIL in the
+    array work, so the cores a waiting server leaves idle share it)."""
+    threads = min(PARALLEL_THREADS, os.cpu_count() or 1, max(1, count // PARALLEL_MIN_CHUNK))
+    if threads == 1:
+        return discrete_gaussian(SecureRandom(), sigma, count)
+    sizes = [count // threads + (i < count % threads) for i in range(threads)]
+    with ThreadPoolExecutor(threads) as pool:
+        parts = pool.map(lambda size: discrete_gaussian(SecureRandom(), sigma, size), sizes)
+        return np.concatenate(list(parts))
