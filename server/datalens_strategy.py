@@ -3,7 +3,7 @@
 Per step: one fake query (n_dis batches, the last voted on) for m uniformly sampled teachers;
 their votes are summed, noised with N(0, s^2) per coordinate, thresholded at +-beta * m, and
 the resulting {-1, 0, +1} direction is back-propagated through G like GS-WGAN's gradient
-(``GeneratorTrainer.apply``), followed by an Adam step (ALGORITHMS.md s.6; the paper's TopAgg).
+(``GeneratorTrainer.apply``), followed by an Adam step (the paper's TopAgg).
 """
 
 from __future__ import annotations

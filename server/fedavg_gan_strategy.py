@@ -3,7 +3,7 @@
 Per round it Poisson-samples nodes (each with q = m / K), sends each D's weights and fresh fake
 batches, clips every client's delta to S, sums, adds N(0, (z S)^2), divides by m (fixed
 denominator, ``fedgs.privacy.dp_fedavg``), applies it to D with the server learning rate and
-trains G for n_G steps (ALGORITHMS.md s.2). A failed or malformed reply, or one naming another
+trains G for n_G steps. A failed or malformed reply, or one naming another
 client or a policy other than asked, is dropped and logged; the round's privacy cost is the same
 either way (one noised release) and is recorded when the round's messages are sent. The round's
 diagnostics (received delta norms, the fraction clipped) are computed by the server from the

@@ -3,7 +3,7 @@
 Per generator step it samples m nodes (uniformly, or the least-queried ones), records in the
 privacy ledger one paid query per node *as it sends it* (at the sigma the run asks for and the
 batch it sends; the run saves the ledger before the messages leave), validates the replies,
-averages the sanitized gradients and takes an Adam step on G (ALGORITHMS.md s.1). A reply that
+averages the sanitized gradients and takes an Adam step on G. A reply that
 failed, does not pass validation, or claims a weaker policy or another client is dropped and
 logged (its query stays paid); the step goes on with the others. Nothing a reply says about
 itself enters the ledger or the metrics: the step's diagnostics are computed from the sanitized

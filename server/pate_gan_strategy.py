@@ -3,7 +3,7 @@
 Per step: n_T fake batches for the teachers' training steps and n_S ballot batches, the same for
 m uniformly sampled teachers; their votes are counted per sample, Lap(b) is added to both counts
 and the larger noisy count labels the sample (``fedgs.privacy.pate``); the student trains on the
-labelled ballot and G against the student (ALGORITHMS.md s.6; PATE-GAN's Algorithm 1).
+labelled ballot and G against the student (PATE-GAN's Algorithm 1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The flipped-pixel debugging scenario end to end (ALGORITHMS.md section 4, issue 5).
+"""The flipped-pixel debugging scenario end to end (issue 5).
 
 A modeller suspects a pre-processing bug on some devices and cannot look at their data. Here the
 bug is injected on purpose, so the whole procedure can be checked against the ground truth:

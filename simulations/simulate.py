@@ -1,7 +1,7 @@
 """``fedgs simulate``: federated GS-WGAN on Flower's simulation engine (Ray) on one machine.
 
 Every client is a virtual SuperNode running the real ClientApp; the real ServerApp drives them.
-Ray is bound to 127.0.0.1 (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, see PLATFORM_NOTES) and its object
+Ray is bound to 127.0.0.1 (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0) and its object
 store is capped. Ray starts its workers at nice 15; here the worker actors are the clients' whole
 workload, so they run at the driver's priority (RAY_worker_niceness=0): niced, any other job on
 the machine starves the simulation.

@@ -1,4 +1,4 @@
-"""The flipped-pixel debugging scenario (ALGORITHMS.md section 4), in small parts.
+"""The flipped-pixel debugging scenario, in small parts.
 
 `bug` injects the pre-processing bug, `writers` cuts writers into the classifier's held-out set
 and the federated population, `scoring` scores writers and splits them into groups, `detection`

@@ -45,8 +45,8 @@ HEADER = """\
 # `fedgs deploy local` runs the same processes from; regenerate rather than edit.
 #
 #   fedgs deploy init --out deploy --nodes {nodes}   # certificates, keys, secrets, allowlists, app
-#   sudo chown -R {uid} deploy/keys deploy/nodes deploy/secrets deploy/certificates deploy/control \\
-#       deploy/data
+#   sudo chown -R {uid} deploy/keys deploy/nodes deploy/secrets deploy/certificates \\
+#       deploy/control deploy/data
 #   docker compose -p fedgs up --build -d      # or docker-compose (1.29+)
 #   FLWR_HOME=deploy/flwr-home flwr run deploy/app fedgs --stream \\
 #     --run-config 'steps=200 run-dir="/app/runs/first"'

@@ -1,4 +1,4 @@
-"""Sample-quality scores computed with the domain classifier (ALGORITHMS.md s.7).
+"""Sample-quality scores computed with the domain classifier.
 
 - Inception Score: exp(E_x KL(p(y|x) || p(y))), with p from the domain classifier.
 - FID on the classifier's penultimate features: a *domain-classifier FID*, not Inception-v3 FID.

@@ -1,4 +1,4 @@
-"""GS-WGAN networks: conditional ResNet generator, conditional DCGAN critic (ALGORITHMS.md s.1)."""
+"""GS-WGAN networks: conditional ResNet generator, conditional DCGAN critic."""
 
 from fedgs.models.discriminator import ConditionalDCGANDiscriminator
 from fedgs.models.ema import make_ema

@@ -1,4 +1,4 @@
-"""WGAN-GP losses and the upstream generator gradient GS-WGAN sanitizes (ALGORITHMS.md s.1).
+"""WGAN-GP losses and the upstream generator gradient GS-WGAN sanitizes.
 
 The critic minimises  mean D(fake) - mean D(real) + gp * mean((||grad D(x_hat)|| - 1)^2)
 + drift * mean D(real)^2  (the drift term as in the official code), optionally

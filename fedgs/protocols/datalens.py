@@ -1,4 +1,4 @@
-"""The DataLens wire protocol (trusted aggregator, ALGORITHMS.md s.6).
+"""The DataLens wire protocol (trusted aggregator).
 
 Down, message type ``train.datalens``: ArrayRecord ``fakes`` (n_dis batches in the format of
 ``fedgs.protocols.common``; the last is the one voted on). Every sampled teacher gets the same

@@ -1,4 +1,4 @@
-"""The Fed-Avg GAN wire protocol (trusted server, ALGORITHMS.md s.2).
+"""The Fed-Avg GAN wire protocol (trusted server).
 
 Down, message type ``train.fedavggan``: ArrayRecord ``critic`` (D's state dict: parameters and
 buffers), ArrayRecord ``fakes`` (n_D batches, ``fedgs.protocols.common``).

@@ -1,4 +1,4 @@
-"""The PATE-GAN wire protocol (trusted aggregator, ALGORITHMS.md s.6).
+"""The PATE-GAN wire protocol (trusted aggregator).
 
 Down, message type ``train.pategan``: ArrayRecord ``fakes`` (n_T batches the teacher trains on)
 and ArrayRecord ``ballot`` (n_S batches it votes on), both in the fake-batch

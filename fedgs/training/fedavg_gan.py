@@ -2,7 +2,7 @@
 
 Server side (:class:`FedAvgGANTrainer`): per round it hands each sampled client D's weights and
 n_D fake batches, applies the DP-FedAvg average of the clients' critic deltas with a server
-learning rate, then trains G for n_G SGD steps against the new D, with no data (ALGORITHMS.md s.2).
+learning rate, then trains G for n_G SGD steps against the new D, with no data.
 Client side (:func:`local_critic_delta`): n_D WGAN-GP SGD steps on the client's data; the reply is
 the parameter delta only.
 """

@@ -1,7 +1,7 @@
 """The generator's side of a GS-WGAN step: propose fake batches, apply sanitized gradients.
 
-It needs no data: the sanitized rows x_i-gradients are back-propagated through G's Jacobian
-(ALGORITHMS.md s.1 step 4), so the same object serves the Flower server and the plain loop.
+It needs no data: the sanitized rows x_i-gradients are back-propagated through G's Jacobian,
+so the same object serves the Flower server and the plain loop.
 """
 
 from __future__ import annotations

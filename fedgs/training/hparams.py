@@ -1,4 +1,4 @@
-"""GS-WGAN hyper-parameters in one place, with the official code's defaults (ALGORITHMS.md s.1)."""
+"""GS-WGAN hyper-parameters in one place, with the official code's defaults."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ class GSWGANConfig:
 
 @dataclass(frozen=True)
 class FedAvgGANConfig:
-    """Fed-Avg GAN (DP-FedAvg on the critic) with the paper's defaults (ALGORITHMS.md s.2)."""
+    """Fed-Avg GAN (DP-FedAvg on the critic) with the paper's defaults."""
 
     models: str = "paper"  # "paper": TF-GAN MNIST networks; "gswgan": fedgs' GS-WGAN networks
     clients_per_round: int = 10  # m: expected clients per round (Poisson sampling, q = m / K)
