@@ -105,29 +105,34 @@ def _gaussian_multiplier(event: dp_event.DpEvent, accountant: str) -> float:
     raise UnsupportedEventError(f"{accountant}: a sampled event must wrap Gaussians, got {event}")
 
 
-def _as_randomized_response(event: dp_event.DpEvent) -> dp_event.DpEvent:
-    """``event`` with every discrete Laplace of sensitivity 1 written as the binary randomized
-    response it is (truth with probability e^a / (1 + e^a)), for Google's RDP accountant."""
+Rule = Callable[[dp_event.DpEvent], dp_event.DpEvent | None]
+
+
+def _rewrite(event: dp_event.DpEvent, rule: Rule) -> dp_event.DpEvent:
+    """``event`` with ``rule`` applied through its compositions: where ``rule`` returns an
+    event, that event replaces the part (and is rewritten in turn); None keeps it."""
+    replaced = rule(event)
+    if replaced is not None:
+        return _rewrite(replaced, rule)
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return dp_event.SelfComposedDpEvent(_rewrite(event.event, rule), event.count)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return dp_event.ComposedDpEvent([_rewrite(e, rule) for e in event.events])
+    return event
+
+
+def _as_randomized_response(event: dp_event.DpEvent) -> dp_event.DpEvent | None:
+    """A discrete Laplace of sensitivity 1 as the binary randomized response it is (truth with
+    probability e^a / (1 + e^a)), for Google's RDP accountant."""
     if isinstance(event, dp_event.DiscreteLaplaceDpEvent) and int(event.sensitivity) == 1:
-        a = float(event.noise_parameter)
-        return dp_event.RandomizedResponseDpEvent(2.0 / (1.0 + math.exp(a)), 2)
-    if isinstance(event, dp_event.SelfComposedDpEvent):
-        return dp_event.SelfComposedDpEvent(_as_randomized_response(event.event), event.count)
-    if isinstance(event, dp_event.ComposedDpEvent):
-        return dp_event.ComposedDpEvent([_as_randomized_response(e) for e in event.events])
-    return event
+        return dp_event.RandomizedResponseDpEvent(2.0 / (1.0 + math.exp(event.noise_parameter)), 2)
+    return None
 
 
-def _unsampled(event: dp_event.DpEvent) -> dp_event.DpEvent:
-    """``event`` with Poisson sampling dropped: a sampled mechanism is never less private than
-    the mechanism on everyone (RDP is jointly convex), so this bounds it too."""
-    if isinstance(event, dp_event.PoissonSampledDpEvent):
-        return _unsampled(event.event)
-    if isinstance(event, dp_event.SelfComposedDpEvent):
-        return dp_event.SelfComposedDpEvent(_unsampled(event.event), event.count)
-    if isinstance(event, dp_event.ComposedDpEvent):
-        return dp_event.ComposedDpEvent([_unsampled(e) for e in event.events])
-    return event
+def _unsampled(event: dp_event.DpEvent) -> dp_event.DpEvent | None:
+    """Poisson sampling dropped: a sampled mechanism is never less private than the mechanism on
+    everyone (RDP is jointly convex), so this bounds it too."""
+    return event.event if isinstance(event, dp_event.PoissonSampledDpEvent) else None
 
 
 class AutodpRdpAccountant:
@@ -146,7 +151,8 @@ class AutodpRdpAccountant:
             return math.inf
         if dp_event.PoissonSampledDpEvent in _sampling_kinds(event):
             # the general Poisson bound can exceed no amplification at all; both are valid
-            return min(self._epsilon(event, delta), self._epsilon(_unsampled(event), delta))
+            unamplified = _rewrite(event, _unsampled)
+            return min(self._epsilon(event, delta), self._epsilon(unamplified, delta))
         return self._epsilon(event, delta)
 
     def _epsilon(self, event: dp_event.DpEvent, delta: float) -> float:
@@ -235,7 +241,7 @@ class DpAccountingRdpAccountant:
         relation = _neighboring_relation(event, self.name)
         acct = rdp_privacy_accountant.RdpAccountant(neighboring_relation=relation)
         try:
-            acct.compose(_as_randomized_response(event))
+            acct.compose(_rewrite(event, _as_randomized_response))
         except privacy_accountant.UnsupportedEventError as err:
             raise UnsupportedEventError(f"{self.name}: {err}") from err
         return float(acct.get_epsilon(delta))
