@@ -28,11 +28,18 @@ recorded before and after each mode, since the machine may be shared.
   --trace-http       every deployed process logs its Flower HTTP requests
                      (benchmarks/http_trace), and the steps are cut into phases
                      (benchmarks/deploy_phases.py): OUT/deploy/http-trace.log, phases.json.
+  --loads 0 6        run the modes once per load: N busy-looping processes (each wants a whole
+                     core) run beside the modes, a load known and equal for every mode, instead
+                     of whatever else the machine runs;
+  --invocations K    repeat all of it K times (the loads' order alternating), each invocation in
+                     OUT/i<k>-load<N>, and print the median over invocations of each mode's
+                     ratio to the simulation at each load (OUT/series.json).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -40,7 +47,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -191,44 +198,32 @@ def run_deployment(
     return measured
 
 
+@contextlib.contextmanager
+def busy_processes(count: int) -> Iterator[None]:
+    """``count`` processes that each spin on a core until the block ends: a controlled load."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+
+
 def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--nodes", type=int, default=3)
-    p.add_argument("--steps", type=int, default=12)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--critic-steps", type=int, default=5)
-    p.add_argument("--width", type=int, default=16)
-    p.add_argument("--threads", type=int, default=1, help="torch threads of every process")
-    p.add_argument("--cpus", type=int, default=2, help="Ray CPUs of the simulation")
-    p.add_argument("--modes", nargs="+", default=["compute", "simulation", "deploy", "deploy-cold"])
-    p.add_argument("--idle-seconds", type=float, default=0.0)
-    p.add_argument("--trace-http", action="store_true")
-    p.add_argument("--out", type=Path, required=True)
-    a = p.parse_args()
-    if a.steps < 3:
-        p.error("--steps must be at least 3 (the first step is left out of the statistics)")
-    runners: dict[str, Callable[[Path], dict[str, list[float]]]] = {
-        "compute": lambda out: run_compute(a, out),
-        "simulation": lambda out: {"simulation": run_simulation(a, out)},
-        "deploy": lambda out: run_deployment(a, out, warm=True),
-        "deploy-file": lambda out: run_deployment(a, out, warm=True, in_memory_state=False),
-        "deploy-poll": lambda out: run_deployment(a, out, warm=True, doorbell=False),
-        "deploy-cold": lambda out: run_deployment(a, out, warm=False),
-    }
-    unknown = set(a.modes) - set(runners)
-    if unknown:
-        p.error(f"unknown modes {sorted(unknown)}; choose from {sorted(runners)}")
-    used = [str(a.out / mode) for mode in a.modes if (a.out / mode).exists()]
-    if used:  # a run directory appended to would mix two invocations' steps
-        p.error(f"{', '.join(used)} exist(s) already; give a new --out")
-    rows = []
+def measure(
+    a: argparse.Namespace,
+    out: Path,
+    runners: dict[str, Callable[[Path], dict[str, list[float]]]],
+) -> list[dict[str, object]]:
+    """One invocation: every mode in turn under ``out``; rows with ratios; OUT/latency.json."""
+    rows: list[dict[str, object]] = []
     for mode in a.modes:
         before = load_average()
-        measured = runners[mode](a.out / mode)
+        measured = runners[mode](out / mode)
         after = load_average()
         for name, steps in measured.items():
             row = {
@@ -245,11 +240,11 @@ def main() -> None:
     medians = {r["mode"]: r["median_s"] for r in rows}
     for row in rows:
         for reference in ("compute", "compute-cpu", "simulation"):
-            if reference in medians and not row["mode"].startswith("idle"):
+            if reference in medians and not str(row["mode"]).startswith("idle"):
                 row[f"x_{reference}"] = row["median_s"] / medians[reference]
-    a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "latency.json").write_text(
-        json.dumps({"args": vars(a) | {"out": str(a.out)}, "rows": rows}, indent=1)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "latency.json").write_text(
+        json.dumps({"args": vars(a) | {"out": str(out)}, "rows": rows}, indent=1)
     )
     print(
         "| mode | median s/step | min | max | x compute | x compute CPU | x simulation "
@@ -261,8 +256,95 @@ def main() -> None:
         ratios = [f"{r[k]:.2f}" if k in r else "-" for k in columns]
         print(
             f"| {r['mode']} | {r['median_s']:.3f} | {r['min_s']:.3f} | {r['max_s']:.3f} | "
-            f"{' | '.join(ratios)} | {r['load_before']}; {r['load_after']} |"
+            f"{' | '.join(ratios)} | {r['load_before']}; {r['load_after']} |",
+            flush=True,
         )
+    return rows
+
+
+def series(a: argparse.Namespace, runs: dict[tuple[int, int], list[dict[str, object]]]) -> None:
+    """Per load and mode: the median over invocations of the step median and of its ratio to
+    the simulation of the same invocation (OUT/series.json)."""
+    summary = []
+    for load in a.loads:
+        for mode in a.modes:
+            rows = [
+                row
+                for (_, run_load), rows in runs.items()
+                if run_load == load
+                for row in rows
+                if row["mode"] == mode
+            ]
+            ratios = [float(r["x_simulation"]) for r in rows if "x_simulation" in r]
+            summary.append(
+                {
+                    "load": load,
+                    "mode": mode,
+                    "invocations": len(rows),
+                    "median_s": statistics.median(float(r["median_s"]) for r in rows),
+                    "x_simulation_median": statistics.median(ratios) if ratios else None,
+                    "x_simulation_range": [min(ratios), max(ratios)] if ratios else None,
+                }
+            )
+    (a.out / "series.json").write_text(json.dumps(summary, indent=1))
+    print("| busy processes | mode | invocations | median s/step | x simulation: median (range) |")
+    print("| ---: | --- | ---: | ---: | --- |")
+    for r in summary:
+        ratio = "-"
+        if r["x_simulation_median"] is not None:
+            low, high = r["x_simulation_range"]
+            ratio = f"{r['x_simulation_median']:.2f} ({low:.2f}-{high:.2f})"
+        print(f"| {r['load']} | {r['mode']} | {r['invocations']} | {r['median_s']:.3f} | {ratio} |")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--nodes", type=int, default=3)
+    p.add_argument("--steps", type=int, default=12)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--critic-steps", type=int, default=5)
+    p.add_argument("--width", type=int, default=16)
+    p.add_argument("--threads", type=int, default=1, help="torch threads of every process")
+    p.add_argument("--cpus", type=int, default=2, help="Ray CPUs of the simulation")
+    p.add_argument("--modes", nargs="+", default=["compute", "simulation", "deploy", "deploy-cold"])
+    p.add_argument("--idle-seconds", type=float, default=0.0)
+    p.add_argument("--trace-http", action="store_true")
+    p.add_argument("--loads", type=int, nargs="+", help="busy processes beside the modes")
+    p.add_argument("--invocations", type=int, default=1)
+    p.add_argument("--out", type=Path, required=True)
+    a = p.parse_args()
+    if a.steps < 3:
+        p.error("--steps must be at least 3 (the first step is left out of the statistics)")
+    if a.invocations < 1 or any(load < 0 for load in a.loads or []):
+        p.error("--invocations must be at least 1 and --loads at least 0")
+    runners: dict[str, Callable[[Path], dict[str, list[float]]]] = {
+        "compute": lambda out: run_compute(a, out),
+        "simulation": lambda out: {"simulation": run_simulation(a, out)},
+        "deploy": lambda out: run_deployment(a, out, warm=True),
+        "deploy-file": lambda out: run_deployment(a, out, warm=True, in_memory_state=False),
+        "deploy-poll": lambda out: run_deployment(a, out, warm=True, doorbell=False),
+        "deploy-cold": lambda out: run_deployment(a, out, warm=False),
+    }
+    unknown = set(a.modes) - set(runners)
+    if unknown:
+        p.error(f"unknown modes {sorted(unknown)}; choose from {sorted(runners)}")
+    if a.loads is None and a.invocations == 1:
+        used = [str(a.out / mode) for mode in a.modes if (a.out / mode).exists()]
+        if used:  # a run directory appended to would mix two invocations' steps
+            p.error(f"{', '.join(used)} exist(s) already; give a new --out")
+        measure(a, a.out, runners)
+        return
+    if a.out.exists() and any(a.out.iterdir()):
+        p.error(f"{a.out} is not empty; give a new --out")
+    a.loads = a.loads or [0]
+    runs: dict[tuple[int, int], list[dict[str, object]]] = {}
+    for invocation in range(a.invocations):
+        order = a.loads if invocation % 2 == 0 else a.loads[::-1]
+        for load in order:
+            print(f"# invocation {invocation + 1}/{a.invocations}, load {load}", flush=True)
+            with busy_processes(load):
+                runs[invocation, load] = measure(a, a.out / f"i{invocation}-load{load}", runners)
+    series(a, runs)
 
 
 if __name__ == "__main__":
