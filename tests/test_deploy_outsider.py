@@ -276,3 +276,52 @@ def test_another_local_user_reaches_no_control_plane(deployment: LocalDeployment
     assert all(" 403 " in line for line in seen.values()), seen
     assert _connect_unix(socket_path) == "connected"  # the operator's user does
     assert len(control.online_nodes(deployment.env())) == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="simulating another local user needs root (setuid)")
+def test_another_local_user_takes_no_task_and_reads_no_private_file(
+    deployment: LocalDeployment,
+) -> None:
+    """A SuperNode's runtime API listens on a loopback TCP port, which every local user can
+    reach: it hands out tasks only to requests signed with the node's SuperExec secret (Flower's
+    SuperExec authentication), which that user cannot read; nor can they read a key, a secret,
+    an allowlist, a critic or a ledger of the deployment."""
+    node = deployment.components["supernode-0"].process.pid
+    (runtime_port,) = _listening_tcp_ports(node)
+    private = [
+        path
+        for path in deployment.out.rglob("*")
+        if path.is_file()
+        and (
+            path.suffix in (".key", ".secret", ".txt", ".pt", ".json")
+            or path.parent.name in ("state", "keys", "ca")
+        )
+    ]
+    assert any(p.suffix == ".key" for p in private) and any(p.suffix == ".secret" for p in private)
+
+    def probe() -> dict[str, str]:
+        answers = {"acquire-task": _plain_status(runtime_port, "/v1/runtime/acquire-task")}
+        for path in private:
+            try:
+                path.read_bytes()
+                answers[str(path)] = "read"
+            except OSError as error:
+                answers[str(path)] = type(error).__name__
+        return answers
+
+    seen = _as_nobody(probe)
+    status = seen.pop("acquire-task")
+    assert status.startswith("HTTP/1.1 ") and not status.startswith("HTTP/1.1 2"), status
+    assert "read" not in seen.values(), [path for path, how in seen.items() if how == "read"]
+
+
+def _plain_status(port: int, path: str) -> str:
+    """The status line a POST of an empty protobuf to ``path`` gets on 127.0.0.1:``port``
+    without TLS (a SuperNode's runtime API speaks plain HTTP on loopback)."""
+    request = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/protobuf\r\n"
+        "Content-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port), 20) as raw:
+        raw.sendall(request.encode())
+        return raw.recv(256).decode(errors="replace").split("\r\n")[0]
