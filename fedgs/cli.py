@@ -39,10 +39,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line's options; a recipe (``--config FILE``) gives defaults that the
+    options on the command line override."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "config", None):
+        from fedgs import recipes
+
+        recipes.apply(_subcommand(parser, args.command), args.config)
+        args = parser.parse_args(argv)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
     return int(args.handler(args) or 0)
+
+
+def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of subcommand ``name`` (argparse offers no public way to it)."""
+    for action in parser._subparsers._group_actions:  # type: ignore[union-attr]
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            return action.choices[name]
+    raise KeyError(name)
 
 
 if __name__ == "__main__":

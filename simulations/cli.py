@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from fedgs import recipes
 from fedgs.run_config import add_arguments, from_namespace
 from fedgs.simulations.simulate import EngineOptions, run_simulation
 
@@ -22,6 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "quick run on the embedded default data (5,000 real MNIST digits in 50 clients)."
         ),
     )
+    recipes.add_option(parser)
     add_arguments(parser)
     parser.add_argument("--clients", dest="num_clients", type=int, help="alias of --num-clients")
     parser.add_argument("--out", dest="run_dir", help="alias of --run-dir")

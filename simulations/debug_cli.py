@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
+from fedgs import recipes
 from fedgs.data.names import DATASET_NAMES, LABEL_MODES
 from fedgs.run_config import RunConfig, add_arguments, from_namespace
 
@@ -153,6 +154,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     engine.add_argument(
         "--object-store-mb", type=int, default=512, help="cap on Ray's object store (512)"
     )
+    recipes.add_option(parser)
     parser.set_defaults(handler=_run)
 
 

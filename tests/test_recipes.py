@@ -1,0 +1,124 @@
+"""fedgs.recipes and ``--config``: every shipped recipe is valid for the command it names, a
+recipe gives defaults that command-line options override, bad recipes fail with a message."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fedgs import cli, recipes
+from fedgs.run_config import RunConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = sorted((ROOT / "recipes").glob("*.toml"))
+# the header line that uses the recipe: `fedgs COMMAND ... --config recipes/NAME.toml`
+COMMAND = re.compile(r"fedgs ([a-z-]+(?: local)?) .*--(?:run-)?config recipes/")
+
+
+def _command(recipe: Path) -> str:
+    """The command the recipe's header shows it with."""
+    found = COMMAND.findall(recipe.read_text())
+    assert len(set(found)) == 1, f"{recipe.name}: its header must show one fedgs command"
+    return found[0]
+
+
+def test_recipes_are_shipped() -> None:
+    names = {path.stem for path in SHIPPED}
+    assert {"first-run", "femnist-e1000", "debug-femnist-e10", "deploy-local"} <= names
+
+
+@pytest.mark.parametrize("recipe", SHIPPED, ids=lambda path: path.stem)
+def test_each_recipe_is_valid_for_its_command(recipe: Path) -> None:
+    command = _command(recipe)
+    values = recipes.read(recipe)
+    if command in ("simulate", "deploy local"):  # run-config keys: `flwr run --run-config` too
+        config = RunConfig.from_user_config(values)
+        assert all(getattr(config, key.replace("-", "_")) == value for key, value in values.items())
+    if command == "deploy local":
+        return
+    args = cli.parse([*command.split(), "--config", str(recipe)])
+    for key, value in values.items():
+        dest = {"out": "run_dir"}.get(key, key.replace("-", "_")) if command == "simulate" else key
+        assert getattr(args, dest.replace("-", "_")) == pytest.approx(value), key
+
+
+def test_command_line_options_win_over_the_recipe(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('steps = 7\nnoise-multiplier = 3.5\nclient-sampling = "least-queried"\n')
+    for argv in (
+        ["simulate", "--steps", "2", "--config", str(recipe)],
+        ["simulate", "--config", str(recipe), "--steps", "2"],
+    ):
+        args = cli.parse(argv)
+        assert (args.steps, args.noise_multiplier, args.client_sampling) == (
+            2,
+            3.5,
+            "least-queried",
+        )
+    assert cli.parse(["simulate"]).steps == RunConfig().steps  # no recipe, no trace of one
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("noise-multipler = 1.0\n", "'noise-multipler' is not an option of `fedgs simulate`"),
+        ('steps = "many"\n', "'steps' = 'many'"),
+        ("steps = true\n", "'steps' takes a value"),
+        ("resume = 1\n", "'resume' must be true or false"),
+        ("[table]\nsteps = 1\n", "must be plain values"),
+        ("steps = \n", "cannot read recipe"),
+    ],
+)
+def test_a_bad_recipe_is_a_usage_error_naming_the_key(
+    tmp_path: Path, text: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipe = tmp_path / "bad.toml"
+    recipe.write_text(text)
+    with pytest.raises(SystemExit) as ended:
+        cli.parse(["simulate", "--config", str(recipe)])
+    assert ended.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_missing_recipe_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.parse(["debug-scenario", "--config", "no/such/recipe.toml"])
+    assert "no recipe at no/such/recipe.toml" in capsys.readouterr().err
+
+
+def test_the_deploy_recipe_is_the_deployments_run_config(tmp_path: Path) -> None:
+    from fedgs.deploy.cli import _local_run_config
+
+    args = cli.parse(
+        [
+            "deploy",
+            "local",
+            "--out",
+            str(tmp_path),
+            "--run-config",
+            str(ROOT / "recipes" / "deploy-local.toml"),
+        ]
+    )
+    config = _local_run_config(args)
+    assert recipes.read(ROOT / "recipes" / "deploy-local.toml").items() <= config.items()
+
+
+@pytest.mark.slow
+def test_the_first_run_recipe_runs(tmp_path: Path) -> None:
+    """The first-run recipe end to end, shortened from the command line (2 steps, tiny models)."""
+    out = tmp_path / "first"
+    argv = [sys.executable, "-m", "fedgs.cli", "simulate", "--config"]
+    argv += [str(ROOT / "recipes" / "first-run.toml"), "--steps", "2", "--num-clients", "6"]
+    argv += ["--generator-width", "4", "--critic-width", "4", "--warm-start-steps", "1"]
+    argv += ["--batch-size", "8", "--ray-cpus", "2", "--out", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    with (out / "metrics.csv").open(newline="") as handle:
+        assert [row["step"] for row in csv.DictReader(handle)] == ["1", "2"]
+    assert json.loads((out / "privacy.json").read_text())
