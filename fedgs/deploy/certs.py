@@ -12,7 +12,9 @@ Private keys are written with mode 0600.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import hashlib
 import ipaddress
 import os
 import secrets
@@ -218,3 +220,11 @@ def generate_node_keys(folder: Path, name: str) -> NodeKeys:
         + b"\n"
     )
     return keys
+
+
+def fingerprint(public_key: Path) -> str:
+    """An OpenSSH public key file's SHA256 fingerprint, as ``ssh-keygen -lf`` prints it: what a
+    data holder reads to the operator over another channel, so that the operator registers the
+    key the data holder sent and no other."""
+    blob = base64.b64decode(public_key.read_text().split()[1])
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")

@@ -2,7 +2,8 @@
 
 ``local`` runs a SuperLink and N SuperNodes on 127.0.0.1 and the app on them; ``flwr`` is
 Flower's CLI able to reach its Control socket; ``init``, ``compose`` and ``register`` prepare and
-serve docker-compose.yml. Only the handlers import Flower, torch or cryptography.
+serve docker-compose.yml (the operator's); ``node`` prepares a data holder's machine to join an
+operator's SuperLink. Only the handlers import Flower, torch or cryptography.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _init(commands)
     _compose(commands)
     _register(commands)
+    _node(commands)
     _app_hash(commands)
     _flwr(commands)
 
@@ -155,6 +157,75 @@ def _init(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_run_init)
 
 
+def _node(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "node",
+        help="a data holder's files to join an operator's SuperLink from another machine",
+        description=(
+            "Run by a data holder, on the machine that holds the data (the operator runs "
+            "`init`). Writes OUT/keys/NAME.key (the node's private key, 0600: it never leaves "
+            "this machine) and OUT/keys/NAME.pub (for the operator, who registers it with "
+            "`fedgs deploy register`), OUT/nodes/NAME/superexec.secret (shared by the node's "
+            "SuperNode and SuperExec), OUT/nodes/NAME/allowed-fabs.txt (the one app the node "
+            "runs: fedgs', the hash `fedgs deploy app-hash` prints) and the node's state folder; "
+            "copies the operator's CA certificate given with --ca-cert to OUT/ca.crt. Nothing "
+            "of the operator's: no CA key, server key or SuperLink secret. Then prints the next "
+            "steps: what to send the operator and the two commands that start the node. Run it "
+            "again at will: the key pair, the secret and the allowlist are kept."
+        ),
+    )
+    parser.add_argument("--out", type=Path, required=True, help="the data holder's folder")
+    parser.add_argument(
+        "--partition-id",
+        type=int,
+        default=0,
+        help="which client this node is, as the operator assigned (%(default)s)",
+    )
+    parser.add_argument(
+        "--name",
+        help="the node's name: its key files and its registration (default: "
+        "supernode-PARTITION_ID)",
+    )
+    parser.add_argument(
+        "--ca-cert",
+        type=Path,
+        metavar="PATH",
+        help="the operator's ca.crt, copied to OUT/ca.crt (a file holding a key is refused)",
+    )
+    parser.add_argument(
+        "--superlink",
+        metavar="HOST:PORT",
+        help="the SuperLink's public address the operator gave, for the printed commands "
+        "(default: a placeholder, SUPERLINK-HOST:9093)",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        help="where the node keeps its critic and privacy ledger (default: OUT/nodes/NAME/state)",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=9094,
+        help="the SuperNode's runtime API on 127.0.0.1, which its SuperExec dials (%(default)s)",
+    )
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=("auto", "cpu", "cuda"),
+        help="what the node computes on (%(default)s)",
+    )
+    parser.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the node's privacy policy, a policy-* node-config key (repeatable; README, "
+        "'Node privacy policy'); absent keys take the safe defaults",
+    )
+    parser.set_defaults(handler=_run_node)
+
+
 def _app_hash(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "app-hash",
@@ -185,7 +256,13 @@ def _register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser(
         "register",
         help="register SuperNode public keys with a SuperLink (skips known keys)",
-        description="What compose's one-shot `register` service runs: `flwr supernode register`.",
+        description=(
+            "Run by the operator: registers the public keys data holders sent (`fedgs deploy "
+            "node` writes them) with the SuperLink, through its Control API: a Unix socket, "
+            "unix:PATH (`fedgs deploy local` serves OUT/control/superlink.sock), or HOST:PORT. "
+            "Prints each key's SHA256 fingerprint (as `ssh-keygen -lf` does) to compare with "
+            "the one the data holder gave. Also what compose's one-shot `register` service runs."
+        ),
     )
     parser.add_argument(
         "--superlink", required=True, help="HOST:PORT (or unix:PATH) of the SuperLink's Control API"
@@ -401,4 +478,34 @@ def _run_register(args: argparse.Namespace) -> int:
     except ControlError as error:
         print(f"fedgs deploy register: {error}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _run_node(args: argparse.Namespace) -> int:
+    from fedgs.deploy import data_holder
+    from fedgs.privacy.policy import NodePolicy
+
+    name = args.name or f"supernode-{args.partition_id}"
+    folder = data_holder.NodeFolder(args.out, name)
+    state_dir = (args.state_dir or folder.default_state_dir).absolute()
+    superlink = args.superlink or data_holder.SUPERLINK_PLACEHOLDER
+    try:
+        data_holder.check_name(name)
+        if not 0 < args.port < 65536:
+            raise ValueError(f"--port must be a port number, got {args.port}")
+        policy = _node_policy(args.policy)
+        NodePolicy.from_node_config(policy)
+        config = data_holder.node_config(args.partition_id, state_dir, args.device, policy)
+        prepared = data_holder.prepare_node(folder, state_dir, args.ca_cert)
+    except (TypeError, ValueError) as error:
+        print(f"fedgs deploy node: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        where = f" {error.filename}" if error.filename else ""
+        print(f"fedgs deploy node: cannot write{where}: {error.strerror or error}", file=sys.stderr)
+        return 1
+    commands = data_holder.node_commands(
+        folder, superlink, args.port, config, data_holder.python_command()
+    )
+    print(data_holder.instructions(folder, prepared, commands, state_dir, superlink), end="")
     return 0

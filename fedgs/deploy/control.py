@@ -108,11 +108,16 @@ def run_status(run_id: int, env: Mapping[str, str]) -> tuple[str, str]:
 
 
 def register_keys(superlink: str, ca_cert: Path | None, public_keys: Sequence[Path]) -> None:
-    """Register ``public_keys`` with the SuperLink at ``superlink``, skipping keys registered
-    before (what compose's one-shot ``register`` service runs on every ``up``)."""
+    """Register ``public_keys`` with the SuperLink at ``superlink`` (``unix:PATH``: its Control
+    socket), skipping keys registered before (what compose's one-shot ``register`` service runs
+    on every ``up``). Each key is printed with its fingerprint, which the operator compares with
+    the one its data holder gave over another channel."""
+    from fedgs.deploy.certs import fingerprint
+
     ca_cert = ca_cert.resolve() if ca_cert is not None else None  # flwr reads it from elsewhere
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "FLWR_HOME": str(write_flwr_home(Path(home), superlink, ca_cert))}
         for key in public_keys:
             node_id = register_node(key, env, name=key.stem, exist_ok=True)
-            print(f"{key}: {'registered before' if node_id is None else f'node {node_id}'}")
+            said = "registered before" if node_id is None else f"node {node_id}"
+            print(f"{key} ({fingerprint(key)}): {said}")
