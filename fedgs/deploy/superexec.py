@@ -26,7 +26,10 @@ A refusal therefore takes the task (its message, no code), replies with error 44
 allowlist. ``--doorbell NAME``: ask the SuperNode for a task as soon as it rings that bell,
 its poll interval only the fallback (:mod:`fedgs.deploy.doorbell`). A runtime API address
 ``unix:PATH`` (a SuperLink's private Unix socket) is dialled through that socket, by this
-process and by the task processes it starts (fedgs.deploy.unix_socket).
+process and by the task processes it starts (fedgs.deploy.unix_socket). ``--ready-file PATH``:
+removed at start, written once the runtime API has answered a task poll (authenticated with the
+SuperExec secret), what compose's health check of the container tests; a SuperExec that never
+reached its SuperLink or SuperNode never writes it.
 
 Use it in place of ``flower-superexec`` for a SuperNode started with ``--isolation process``.
 """
@@ -34,7 +37,9 @@ Use it in place of ``flower-superexec`` for a SuperNode started with ``--isolati
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
+import inspect
 import logging
 import os
 import signal
@@ -71,7 +76,7 @@ from flwr.supernode.runtime.run_clientapp import (
 
 from fedgs.deploy.app_bundle import read_allowlist
 from fedgs.deploy.doorbell import answer_rings
-from fedgs.deploy.flower_waits import shorten_object_pulls
+from fedgs.deploy.flower_waits import require, shorten_object_pulls
 from fedgs.deploy.unix_socket import command, route_unix_addresses, socket_path
 
 ERROR_REFUSED = 4403  # client.app's code for a request the node will not serve (not imported:
@@ -85,12 +90,17 @@ class ForkingExecutor(SubprocessExecutor):
     listed FABs."""
 
     def __init__(
-        self, fork: bool = True, allowlist: Callable[[], frozenset[str]] | None = None
+        self,
+        fork: bool = True,
+        allowlist: Callable[[], frozenset[str]] | None = None,
+        answered: Callable[[], None] | None = None,
     ) -> None:
         super().__init__()
         self.fork = fork
         self.allowlist = allowlist
         self.children: set[int] = set()  # forked task processes not reaped yet
+        self.answered = answered  # called once the runtime API answered the first task poll
+        self.reconciles = 0
 
     def launch(self, spec: ExecutionSpec) -> LaunchResult:
         if self.allowlist is not None and spec.task_type in REFUSABLE:
@@ -132,7 +142,11 @@ class ForkingExecutor(SubprocessExecutor):
         return LaunchResult.accepted()
 
     def reconcile(self) -> None:
-        """Reap finished forked task processes (called by the loop before each poll)."""
+        """Reap finished forked task processes (called by the loop before each poll: the second
+        call follows the first poll's answer, and calls ``answered``)."""
+        self.reconciles += 1
+        if self.reconciles == 2 and self.answered is not None:
+            self.answered()
         if not self.fork:
             super().reconcile()
         for pid in list(self.children):
@@ -264,13 +278,31 @@ def _executor_factory(executor: ForkingExecutor) -> Callable[..., Any]:
     return factory
 
 
+def ready_file(path: Path, loop: Any = superexec_loop) -> Callable[[], None]:
+    """Remove ``path`` now (and at exit); return what writes it. Flower's task ``loop`` calls
+    the executor's ``reconcile()`` before each ``AcquireTask`` poll, and the poll retries until
+    the runtime API answers (or gives up and ends the process), so ``reconcile``'s second call
+    follows an answered poll."""
+    source = inspect.getsource(loop.run_superexec)
+    reconcile, poll = "executor.reconcile()", "client.AcquireTask("
+    require(
+        reconcile in source and poll in source and source.index(reconcile) < source.index(poll),
+        f"{loop.__name__}.run_superexec calls executor.reconcile() before each AcquireTask",
+    )
+    path.unlink(missing_ok=True)  # a file from a previous start says nothing about this one
+    atexit.register(path.unlink, missing_ok=True)  # the loop's end; forked tasks skip atexit
+    return lambda: path.write_text("ready\n")
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--preload", action="append", default=[])
     parser.add_argument("--spawn", action="store_true")
     parser.add_argument("--allowed-fabs", type=Path)
     parser.add_argument("--doorbell")
+    parser.add_argument("--ready-file", type=Path)
     ours, flower_args = parser.parse_known_args(argv)
+    answered = ready_file(ours.ready_file) if ours.ready_file is not None else None
     route_unix_addresses()  # a runtime API at unix:PATH, this process's and its tasks'
     allowlist = None
     if ours.allowed_fabs is not None:
@@ -283,7 +315,7 @@ def main(argv: list[str] | None = None) -> None:
         shorten_object_pulls()  # a forked ClientApp retries its message's content after 20 ms
     if ours.doorbell:
         answer_rings(ours.doorbell)  # ask for a task as soon as the SuperNode rings
-    executor = ForkingExecutor(fork=not ours.spawn, allowlist=allowlist)
+    executor = ForkingExecutor(fork=not ours.spawn, allowlist=allowlist, answered=answered)
     # the one factory Flower offers no option for
     superexec_loop.get_executor = _executor_factory(executor)
     sys.argv = ["flower-superexec", *flower_args]

@@ -214,16 +214,18 @@ def superexec_args(
     allowed_fabs: str | None = None,
     spawn: bool = False,
     doorbell: str | None = None,
+    ready_file: str | None = None,
 ) -> list[str]:
     """A SuperExec for process isolation: runs the ServerApp (``runtime_api`` is the SuperLink's
     private address, verified with ``ca_cert``) or a node's ClientApp processes (that SuperNode's
     private runtime API; ``ca_cert`` None: no TLS on that link). With ``python``, fedgs'
     SuperExec under that interpreter (fedgs.deploy.superexec): ClientApp processes forked after
     importing ``preload`` once (``spawn``: fresh ones, as Flower), only for apps listed in
-    ``allowed_fabs``, a task asked for as soon as ``doorbell`` rings; else Flower's."""
+    ``allowed_fabs``, a task asked for as soon as ``doorbell`` rings, ``ready_file`` written once
+    the runtime API answered a poll (a container's health check); else Flower's."""
     if python is None:
-        if doorbell is not None:
-            raise ValueError("the doorbell needs fedgs' SuperExec (python=...)")
+        if doorbell is not None or ready_file is not None:
+            raise ValueError("the doorbell and the ready file need fedgs' SuperExec (python=...)")
         args = ["flower-superexec"]
     else:
         args = [python, "-m", "fedgs.deploy.superexec"]
@@ -231,6 +233,7 @@ def superexec_args(
         args += ["--spawn"] if spawn else []
         args += [f"--allowed-fabs={allowed_fabs}"] if allowed_fabs else []
         args += [f"--doorbell={doorbell}"] if doorbell else []
+        args += ["--ready-file", ready_file] if ready_file else []
     args += ["--runtime-api-address", runtime_api]
     args += ["--superexec-auth-secret-file", superexec_secret]
     return args + (["--root-certificates", ca_cert] if ca_cert else ["--insecure"])
