@@ -3,7 +3,12 @@
 ``fedgs deploy compose --nodes N`` writes it; the committed docker-compose.yml is the two-node
 rendering (a test keeps them equal). Per data holder there is a SuperNode container and a
 container running its ClientApp processes; the two share a private network and nothing else
-reaches the node's runtime API. The SuperLink publishes its one HTTPS port on 127.0.0.1 only.
+reaches the node's runtime API. The SuperLink publishes its one HTTPS port, the Fleet API, on
+127.0.0.1 only; its Control and runtime APIs are a Unix socket in a named volume that only the
+containers of the operator's side mount (no network reaches them). Health checks say "ready":
+the SuperLink answered ``/health`` on both sockets (fedgs.deploy.health), a SuperNode was
+activated (fedgs.deploy.supernode ``--activated-file``), a SuperExec's runtime API answered its
+poll (fedgs.deploy.superexec ``--ready-file``).
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ import yaml
 from fedgs.deploy import control, topology
 from fedgs.deploy.app_bundle import fab_hash, write_allowlist, write_app
 from fedgs.deploy.certs import NodeKeys, ensure_secret, ensure_tls, generate_node_keys
+from fedgs.deploy.unix_socket import command as unix_socket_command
+from fedgs.deploy.unix_socket import unix_address
 
 PORT = 9093  # the SuperLink's public HTTPS port: the Fleet API, what SuperNodes dial
-PRIVATE_PORT = 9091  # its Control and ServerApp runtime APIs: `flwr` and the ServerApp SuperExec
 NODE_PORT = 9094  # each SuperNode's runtime API, on its private network
 CERTS = "/app/certificates"
 KEYS = "/app/keys"
@@ -27,16 +33,31 @@ STATE = "/app/state"
 NODE = "/app/node"  # a data holder's own files: SuperExec secret, app allowlist
 SECRETS = "/app/secrets"
 CONTROL = "/app/control"  # the operator's: the allowlist of ServerApps its SuperExec runs
+# The Control and ServerApp runtime APIs: a Unix socket in a named volume. The image makes this
+# folder uid 49999's, mode 0700; a new named volume takes its owner and mode, which the
+# SuperLink's check of the socket's folder (fedgs.deploy.superlink) requires.
+CONTROL_PLANE = "/app/control-plane"
+CONTROL_SOCKET = f"{CONTROL_PLANE}/superlink.sock"
+CONTROL_VOLUME = "control-plane"
+OPERATOR = "flwr"  # the service the operator runs `flwr` in (profile OPERATOR_PROFILE)
+OPERATOR_PROFILE = "operator"
+FLWR_HOME = "/app/flwr-home"  # the operator container's Flower config folder (image-made)
+APP = "/app/app"  # the app directory `flwr run` ships, in the operator container
 HOST_CERTS = "./deploy/certificates"
 HOST_KEYS = "./deploy/keys"
 HOST_NODES = "./deploy/nodes"
 HOST_SECRETS = "./deploy/secrets"
 HOST_CONTROL = "./deploy/control"
-CONTROL_ALIAS = "superlink-control"  # the SuperLink's name on the control network only
+HOST_FLWR_HOME = "./deploy/flwr-home"
+HOST_APP = "./deploy/app"
 IMAGE = f"fedgs:{topology.FLOWER_VERSION}"  # built from deploy/Dockerfile
 TLS = topology.TlsPaths(f"{CERTS}/ca.crt", f"{CERTS}/server.pem", f"{CERTS}/server.key")
 SUPERLINK_SECRET = f"{SECRETS}/superlink.secret"
 CONTAINER_UID = 49999  # Flower's user `app`, who runs every container
+# Readiness markers, in each container's own /tmp (gone with the container; removed at start)
+ACTIVATED_FILE = "/tmp/fedgs-activated"  # a SuperNode the SuperLink activated
+READY_FILE = "/tmp/fedgs-ready"  # a SuperExec whose runtime API answered its poll
+NO_NETWORK = "none"  # network_mode of the containers that reach only the Control socket
 
 HEADER = """\
 # fedgs on Flower {version}: a SuperLink, the ServerApp's SuperExec and {nodes} data holders (a
@@ -46,25 +67,30 @@ HEADER = """\
 #
 #   fedgs deploy init --out deploy --nodes {nodes}   # certificates, keys, secrets, allowlists, app
 #   sudo chown -R {uid} deploy/keys deploy/nodes deploy/secrets deploy/certificates \\
-#       deploy/control deploy/data
+#       deploy/control deploy/data deploy/app deploy/flwr-home
 #   docker compose -p fedgs up --build -d      # or docker-compose (1.29+)
-#   FLWR_HOME=deploy/flwr-home flwr run deploy/app fedgs --stream \\
+#   docker compose -p fedgs run --rm {operator} run {app} fedgs --stream \\
 #     --run-config 'steps=200 run-dir="/app/runs/first"'
 #
-# Ports on the host's loopback only: {port} (the Fleet API SuperNodes dial; publish it on a
-# routable address for data holders on other machines) and {private} (Control API for `flwr`).
-# The Control and runtime APIs answer only on the SuperLink's `control` network, which no
-# SuperNode joins; the ServerApp container runs only the apps in deploy/control/allowed-fabs.txt;
-# each SuperNode's runtime API binds its own private network, shared only with the container
-# that runs its ClientApps, which runs only the apps in that node's allowed-fabs.txt. Every
-# local user of the host reaches {private}: compose's Control API is not the operator's alone
-# yet (`fedgs deploy local`'s is, a Unix socket). Run outputs land in the `runs` volume; data
-# for datasets other than the embedded one go in deploy/data/<service> (run config
-# data-dir="/app/data"). More data holders: `fedgs deploy init --out deploy --nodes N` (keeps
-# existing keys) and `fedgs deploy compose --nodes N -o docker-compose.yml`. Containers run as
-# uid {uid} (Flower's user `app`); it must be able to read what deploy/ mounts. Compose 1.29
-# (Debian's) or v2: the file has no top-level `name:` (1.29 rejects it), so name the project
-# with -p.
+# One port, on the host's loopback: {port}, the Fleet API SuperNodes dial (publish it on a
+# routable address for data holders on other machines); only the SuperLink joins `public`, the
+# one network with a gateway. The Control and runtime APIs are a Unix socket in the `{volume}`
+# volume (0600 in a 0700 folder of uid {uid}), mounted only by the SuperLink, the ServerApp's
+# SuperExec, `register` and `{operator}`; the last three have no network at all. `{operator}`
+# (profile `{profile}`: `up` leaves it alone) is Flower's CLI with that socket as its `fedgs`
+# connection (deploy/flwr-home/config.toml) and deploy/app as {app}. No port reaches the
+# Control API: only who may run containers on this host (root, the docker group), who is
+# root-equivalent here anyway. The ServerApp container runs only the apps in
+# deploy/control/allowed-fabs.txt; each SuperNode's runtime API binds its own internal network,
+# shared only with the container that runs its ClientApps, which runs only the apps in that
+# node's allowed-fabs.txt. Healthy means ready: the SuperLink answered /health on its socket and
+# its port, the SuperLink activated a SuperNode, a SuperExec's runtime API answered its poll.
+# Run outputs land in the `runs` volume; data for datasets other than the embedded one go in
+# deploy/data/<service> (run config data-dir="/app/data"). More data holders: `fedgs deploy
+# init --out deploy --nodes N` (keeps existing keys) and `fedgs deploy compose --nodes N -o
+# docker-compose.yml`. Containers run as uid {uid} (Flower's user `app`); it must be able to
+# read what deploy/ mounts. Compose 1.29 (Debian's) or v2: the file has no top-level `name:`
+# (1.29 rejects it), so name the project with -p.
 """
 
 
@@ -84,19 +110,22 @@ def _build() -> dict[str, Any]:
     }
 
 
-def _healthcheck(host: str, port: int) -> dict[str, Any]:
-    """Healthy once ``host:port`` accepts connections: what services depending on it wait for
-    (the first key registration no longer races the SuperLink's start). Patient: after a
+def _healthcheck(*test: str) -> dict[str, Any]:
+    """Healthy once ``test`` exits 0: what services depending on it wait for. Patient: after a
     `down` that left a node marked online, the SuperLink refuses that node until its heartbeat
     expires (~60-90 s) and the node restarts until then; a loaded host starts Python slowly."""
-    probe = f"import socket; socket.create_connection(('{host}', {port}), 2).close()"
     return {
-        "test": ["CMD", "python", "-c", probe],
+        "test": ["CMD", *test],
         "interval": "5s",
         "timeout": "20s",
         "retries": 60,
         "start_period": "10s",
     }
+
+
+def _exists(path: str) -> dict[str, Any]:
+    """Healthy once the file ``path`` exists (a readiness marker the process writes)."""
+    return _healthcheck("test", "-f", path)
 
 
 def private_alias(partition_id: int) -> str:
@@ -127,6 +156,7 @@ def _node_services(partition_id: int, nodes: int) -> dict[str, Any]:
         python="python",
         preload=topology.CLIENTAPP_PRELOAD,
         allowed_fabs=f"{NODE}/allowed-fabs.txt",
+        ready_file=READY_FILE,
     )
     node_files = f"{HOST_NODES}/{name}:{NODE}:ro"
     return {
@@ -134,7 +164,7 @@ def _node_services(partition_id: int, nodes: int) -> dict[str, Any]:
             "build": _build(),
             "image": IMAGE,
             "entrypoint": ["python", "-m", "fedgs.deploy.supernode"],  # prompt, patient SuperNode
-            "command": supernode[1:],
+            "command": ["--activated-file", ACTIVATED_FILE, *supernode[1:]],
             "environment": topology.environment(CONTAINER_ENV),
             "volumes": [
                 f"{HOST_CERTS}/ca.crt:{TLS.ca_cert}:ro",
@@ -143,7 +173,7 @@ def _node_services(partition_id: int, nodes: int) -> dict[str, Any]:
             ],
             "networks": {"link": {}, network: {"aliases": [private]}},
             "depends_on": {"register": {"condition": "service_completed_successfully"}},
-            "healthcheck": _healthcheck(private, NODE_PORT),
+            "healthcheck": _exists(ACTIVATED_FILE),
             "restart": "on-failure",
         },
         topology.executor_name(partition_id): {
@@ -159,6 +189,7 @@ def _node_services(partition_id: int, nodes: int) -> dict[str, Any]:
             ],
             "networks": [network],
             "depends_on": {name: {"condition": "service_healthy"}},
+            "healthcheck": _exists(READY_FILE),
             "restart": "on-failure",
         },
     }
@@ -171,23 +202,29 @@ def render(nodes: int = 2) -> dict[str, Any]:
     superlink = topology.superlink_args(
         host="0.0.0.0",
         port=PORT,
-        private=(CONTROL_ALIAS, PRIVATE_PORT),
+        private=CONTROL_SOCKET,
         security=topology.Security(),
         tls=TLS,
         database=f"{STATE}/superlink.db",
         superexec_secret=SUPERLINK_SECRET,
     )
+    control_socket = unix_address(CONTROL_SOCKET)
     serverapp = topology.superexec_args(
-        runtime_api=f"{CONTROL_ALIAS}:{PRIVATE_PORT}",
+        runtime_api=control_socket,
         ca_cert=TLS.ca_cert,
         superexec_secret=SUPERLINK_SECRET,
         python="python",
         allowed_fabs=f"{CONTROL}/allowed-fabs.txt",
+        ready_file=READY_FILE,
     )
-    register = ["fedgs", "deploy", "register", "--superlink", f"{CONTROL_ALIAS}:{PRIVATE_PORT}"]
-    register += ["--root-certificates", TLS.ca_cert]
-    register += [f"{KEYS}/{topology.node_name(i)}.pub" for i in range(nodes)]
+    public_keys = [f"{KEYS}/{topology.node_name(i)}.pub" for i in range(nodes)]
+    register = ["fedgs", "deploy", "register", "--superlink", control_socket]
+    register += ["--root-certificates", TLS.ca_cert, *public_keys]
     superlink_ready = {topology.SUPERLINK: {"condition": "service_healthy"}}
+    control_plane = f"{CONTROL_VOLUME}:{CONTROL_PLANE}"
+    ca_cert = f"{HOST_CERTS}/ca.crt:{TLS.ca_cert}:ro"
+    probe = ["python", "-m", "fedgs.deploy.health", "--ca-cert", TLS.ca_cert]
+    probe += ["--socket", CONTROL_SOCKET, "--port", str(PORT)]
     services: dict[str, Any] = {
         topology.SUPERLINK: {
             "build": _build(),
@@ -195,14 +232,15 @@ def render(nodes: int = 2) -> dict[str, Any]:
             "entrypoint": superlink[:3],
             "command": superlink[3:],
             "environment": topology.environment(CONTAINER_ENV),
-            "ports": [f"127.0.0.1:{PORT}:{PORT}", f"127.0.0.1:{PRIVATE_PORT}:{PRIVATE_PORT}"],
+            "ports": [f"127.0.0.1:{PORT}:{PORT}"],
             "volumes": [
                 f"{HOST_CERTS}:{CERTS}:ro",
                 f"{HOST_SECRETS}/superlink.secret:{SUPERLINK_SECRET}:ro",
                 f"superlink-state:{STATE}",
+                control_plane,
             ],
-            "networks": {"link": {}, "control": {"aliases": [CONTROL_ALIAS]}},
-            "healthcheck": _healthcheck("localhost", PORT),
+            "networks": ["link", "public"],
+            "healthcheck": _healthcheck(*probe),
             "restart": "on-failure",
         },
         topology.SERVERAPP_EXECUTOR: {
@@ -212,14 +250,16 @@ def render(nodes: int = 2) -> dict[str, Any]:
             "command": serverapp[3:],
             "environment": topology.environment(CONTAINER_ENV),
             "volumes": [
-                f"{HOST_CERTS}/ca.crt:{TLS.ca_cert}:ro",
+                ca_cert,
                 f"{HOST_SECRETS}/superlink.secret:{SUPERLINK_SECRET}:ro",
                 f"{HOST_CONTROL}:{CONTROL}:ro",
+                control_plane,
                 "runs:/app/runs",
                 "./deploy/data/server:/app/data:ro",
             ],
-            "networks": ["control"],
+            "network_mode": NO_NETWORK,
             "depends_on": superlink_ready,
+            "healthcheck": _exists(READY_FILE),
             "restart": "on-failure",
         },
         "register": {
@@ -228,21 +268,42 @@ def render(nodes: int = 2) -> dict[str, Any]:
             "entrypoint": register[:3],
             "command": register[3:],
             "environment": topology.environment(CONTAINER_ENV),
-            "volumes": [f"{HOST_CERTS}/ca.crt:{TLS.ca_cert}:ro", f"{HOST_KEYS}:{KEYS}:ro"],
-            "networks": ["control"],
+            "volumes": [
+                ca_cert,
+                control_plane,
+                *(f"{HOST_KEYS}/{Path(key).name}:{key}:ro" for key in public_keys),
+            ],
+            "network_mode": NO_NETWORK,
             "depends_on": superlink_ready,
             "restart": "on-failure",
         },
     }
-    # `link`: SuperNodes to the SuperLink's Fleet API. Internal (no gateway), so the SuperLink's
-    # published ports go through `control`, the one network with a gateway.
-    networks: dict[str, Any] = {"link": {"internal": True}, "control": {}}
-    volumes: dict[str, Any] = {"superlink-state": {}, "runs": {}}
+    networks: dict[str, Any] = {
+        # SuperNodes to the SuperLink's Fleet API; internal: no gateway, no way out
+        "link": {"internal": True},
+        # the published Fleet port needs a network with a gateway: the SuperLink's alone
+        "public": {},
+    }
+    volumes: dict[str, Any] = {"superlink-state": {}, "runs": {}, CONTROL_VOLUME: {}}
     for partition_id in range(nodes):
         services |= _node_services(partition_id, nodes)
         name = topology.node_name(partition_id)
         networks[f"{name}-net"] = {"internal": True}
         volumes[f"{name}-state"] = {}
+    services[OPERATOR] = {
+        "build": _build(),
+        "image": IMAGE,
+        "profiles": [OPERATOR_PROFILE],  # `docker compose run --rm flwr ARGS` only
+        "entrypoint": unix_socket_command("flwr", python="python"),
+        "environment": topology.environment({"FLWR_HOME": FLWR_HOME}),
+        "volumes": [
+            control_plane,
+            ca_cert,
+            f"{HOST_APP}:{APP}:ro",
+            f"{HOST_FLWR_HOME}/config.toml:{FLWR_HOME}/config.toml:ro",
+        ],
+        "network_mode": NO_NETWORK,
+    }
     return {"services": services, "networks": networks, "volumes": volumes}
 
 
@@ -251,18 +312,22 @@ def dump(nodes: int = 2) -> str:
         version=topology.FLOWER_VERSION,
         nodes=nodes,
         port=PORT,
-        private=PRIVATE_PORT,
         uid=CONTAINER_UID,
+        volume=CONTROL_VOLUME,
+        operator=OPERATOR,
+        profile=OPERATOR_PROFILE,
+        app=APP,
     )
     return header + yaml.safe_dump(render(nodes), sort_keys=False, width=100)
 
 
 def prepare_host(folder: Path, nodes: int, hosts: Sequence[str] = ()) -> list[Path]:
-    """What the compose file mounts and ``flwr`` needs on the host: the TLS files (made once;
-    the server certificate re-issued by the kept CA key in ``folder/ca`` when ``hosts`` adds a
-    name), one key pair per node (existing keys kept), the SuperExec secrets, each node's folder
-    with its allowlist of the app, the operator's allowlist of ServerApps (the app), the Flower
-    config and the app directory."""
+    """What the compose file mounts: the TLS files (made once; the server certificate
+    re-issued by the kept CA key in ``folder/ca`` when ``hosts`` adds a name), one key pair per
+    node (existing keys kept), the SuperExec secrets, each node's folder with its allowlist of
+    the app, the operator's allowlist of ServerApps (the app), the app directory and the Flower
+    config of the operator's ``flwr`` container (its ``fedgs`` connection: the Control socket,
+    as that container sees it; no host-side ``flwr`` reaches compose's Control API)."""
     tls = ensure_tls(folder / "certificates", folder / "ca" / "ca.key", hosts)
     ensure_secret(folder / "secrets" / "superlink.secret")
     app = write_app(folder / "app")
@@ -279,7 +344,5 @@ def prepare_host(folder: Path, nodes: int, hosts: Sequence[str] = ()) -> list[Pa
         ensure_secret(node / "superexec.secret")
         write_allowlist(node / "allowed-fabs.txt", {digest: note})
     (folder / "data" / "server").mkdir(parents=True, exist_ok=True)
-    control.write_flwr_home(
-        folder / "flwr-home", f"127.0.0.1:{PRIVATE_PORT}", tls.ca_cert.resolve()
-    )
+    control.write_flwr_home(folder / "flwr-home", unix_address(CONTROL_SOCKET), Path(TLS.ca_cert))
     return [tls.ca_cert, *(pair.public for pair in keys)]

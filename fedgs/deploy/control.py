@@ -43,10 +43,17 @@ class ControlError(RuntimeError):
     """A ``flwr`` command failed; the message carries its output."""
 
 
-def flwr(args: Sequence[str], env: Mapping[str, str], timeout: float = 120) -> str:
-    """Run ``flwr ARGS`` and return its stdout; raise ControlError with its output on failure."""
+def flwr(
+    args: Sequence[str],
+    env: Mapping[str, str],
+    timeout: float = 120,
+    flwr_command: Sequence[str] | None = None,
+) -> str:
+    """Run ``flwr ARGS`` and return its stdout; raise ControlError with its output on failure.
+    ``flwr_command``: what runs ``flwr`` (default: fedgs' routed one here; e.g. compose's
+    ``docker compose run --rm -T flwr``, where the Control socket is)."""
     done = subprocess.run(
-        [*command("flwr"), *args],
+        [*(command("flwr") if flwr_command is None else flwr_command), *args],
         capture_output=True,
         text=True,
         env=dict(env),
@@ -93,17 +100,19 @@ def register_node(
         raise ControlError(f"unexpected answer from `flwr supernode register`: {answer}") from error
 
 
-def online_nodes(env: Mapping[str, str]) -> list[int]:
+def online_nodes(env: Mapping[str, str], flwr_command: Sequence[str] | None = None) -> list[int]:
     """Ids of the SuperNodes the SuperLink currently sees online."""
     args = ["supernode", "list", CONNECTION, "--format", "json"]
-    nodes = _answer(args, flwr(args, env)).get("nodes", [])
+    nodes = _answer(args, flwr(args, env, flwr_command=flwr_command)).get("nodes", [])
     return [int(n["node-id"]) for n in nodes if n.get("status") == "online"]
 
 
-def run_status(run_id: int, env: Mapping[str, str]) -> tuple[str, str]:
+def run_status(
+    run_id: int, env: Mapping[str, str], flwr_command: Sequence[str] | None = None
+) -> tuple[str, str]:
     """A run's status (e.g. ``finished:completed``, ``finished:failed``) and its details."""
     args = ["list", CONNECTION, "--run-id", str(run_id), "--format", "json"]
-    (run,) = _answer(args, flwr(args, env))["runs"]
+    (run,) = _answer(args, flwr(args, env, flwr_command=flwr_command))["runs"]
     return str(run["status"]), str(run.get("status-details", ""))
 
 
