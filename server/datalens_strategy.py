@@ -1,8 +1,9 @@
 """The DataLens strategy: teachers vote top-k gradient signs, the server aggregates them noisily.
 
 Per step: one fake query (n_dis batches, the last voted on) for m uniformly sampled teachers;
-their votes are summed, noised with N(0, s^2) per coordinate, thresholded at +-beta * m, and
-the resulting {-1, 0, +1} direction is back-propagated through G like GS-WGAN's gradient
+their votes are summed, noised with N(0, s^2) per coordinate, thresholded at +-beta * m (m: the
+teachers asked, fewer than teachers-per-step when fewer nodes are online), and the resulting
+{-1, 0, +1} direction is back-propagated through G like GS-WGAN's gradient
 (``GeneratorTrainer.apply``), followed by an Adam step (the paper's TopAgg).
 """
 

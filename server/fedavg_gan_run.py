@@ -43,7 +43,12 @@ class FedAvgGANRun(FederatedRun):
         self.ledger = FedAvgLedger(self.fedavg.noise_multiplier)
         self._summary_of: tuple[str, dict[str, Any]] | None = None  # (ledger JSON, summary)
         self.strategy = FedAvgGANStrategy(
-            self.trainer, self.ledger, self.sampler, config.wire_dtype, self.identities
+            self.trainer,
+            self.ledger,
+            self.sampler,
+            config.wire_dtype,
+            self.identities,
+            node_wait=config.reply_timeout,
         )
 
     def prepare_clients(self, grid: Grid) -> None:

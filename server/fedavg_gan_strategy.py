@@ -22,6 +22,7 @@ from flwr.serverapp import Grid
 from fedgs.privacy import FedAvgLedger
 from fedgs.privacy.dp_fedavg import clip_delta, noisy_mean
 from fedgs.protocols import common, fedavg_gan
+from fedgs.server.gswgan_strategy import wait_for_online
 from fedgs.server.replies import (
     NodeIdentities,
     ServerScoredStrategy,
@@ -44,6 +45,7 @@ class FedAvgGANStrategy(ServerScoredStrategy):
         sampler: np.random.Generator,
         wire_dtype: str = "float32",
         identities: NodeIdentities | None = None,
+        node_wait: float = 600.0,
     ) -> None:
         self.trainer = trainer
         self.ledger = ledger
@@ -53,6 +55,7 @@ class FedAvgGANStrategy(ServerScoredStrategy):
         self._pending: set[int] = set()
         self._population = 0
         self.last_outcome: StepOutcome | None = None
+        self.node_wait = node_wait  # s a round waits for a node while none is online
 
     @property
     def population(self) -> int:
@@ -72,11 +75,12 @@ class FedAvgGANStrategy(ServerScoredStrategy):
         )
 
     def sample_nodes(self, grid: Grid) -> list[int]:
-        """Each node independently with probability q = m / K (Poisson sampling)."""
+        """Each node independently with probability q = m / K (Poisson sampling), K the nodes
+        online now (fewer than m: q = 1, every one; none: ``wait_for_online`` for one)."""
         nodes = sorted(grid.get_node_ids())
-        self._population = len(nodes)
         if not nodes:
-            raise RuntimeError("no nodes available")
+            nodes = wait_for_online(grid, self.node_wait)
+        self._population = len(nodes)
         q = min(1.0, self.trainer.config.clients_per_round / len(nodes))
         return [n for n, u in zip(nodes, self.sampler.random(len(nodes)), strict=True) if u < q]
 

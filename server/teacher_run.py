@@ -53,6 +53,7 @@ class TeacherRun(FederatedRun):
             config.wire_dtype,
             self.identities,
         )
+        self.strategy.node_wait = config.reply_timeout  # a step with no node online waits
 
     # --- what a teacher strategy's run provides
     @property

@@ -1,11 +1,18 @@
 """What the teacher-ensemble strategies share: m teachers per step, one query, validated votes.
 
-Per step the strategy samples m nodes uniformly without replacement, records a privacy cost for
-each of them as it sends them the same query (conservative: a teacher whose reply is lost or
-dropped is charged too, so the server's ledger never falls below a client's own), checks every
-reply (an error, a malformed or implausible vote, another client's name or a policy other than
-asked is dropped and logged) and hands the valid votes to the subclass's noisy aggregation.
-Nothing else is read from a reply. With no valid vote the step trains nothing.
+Per step the strategy samples m nodes uniformly without replacement (every node online when fewer
+than m are: a node died or left; none online, it waits up to ``node_wait`` s for one), records a
+privacy cost for each of them as it sends them the same query (conservative: a teacher whose
+reply is lost or dropped is charged too, so the server's ledger never falls below a client's
+own), checks every reply (an error, a malformed or implausible vote, another client's name or a
+policy other than asked is dropped and logged) and hands the valid votes to the subclass's noisy
+aggregation. Nothing else is read from a reply. With no valid vote the step trains nothing.
+
+A step with fewer teachers than m keeps its privacy meaning: a teacher's cost
+(``teacher_events``) is its own vote's sensitivity against noise of a fixed scale on the vote
+sum, whatever the number of teachers, and the ledger charges only the teachers asked (no
+amplification by sampling is claimed). What the count changes is the signal against the same
+noise (utility), and DataLens' threshold, beta times the teachers asked: a public count.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from flwr.serverapp import Grid
 
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.protocols import common
+from fedgs.server.gswgan_strategy import wait_for_online
 from fedgs.server.replies import (
     NodeIdentities,
     ServerScoredStrategy,
@@ -39,6 +47,7 @@ class TeacherStrategy(ServerScoredStrategy):
     message_type = ""
     name = ""
     strategy = ""  # the run-config name a reply's policy must match
+    node_wait = 600.0  # s a step waits for a node while none is online (a run: reply-timeout)
 
     def __init__(
         self,
@@ -82,20 +91,32 @@ class TeacherStrategy(ServerScoredStrategy):
     def summary(self) -> None:
         logger.info("%s: %d teacher(s) per step", self.name, self.teachers_per_step)
 
-    def choose(self, nodes: list[int]) -> list[int]:
-        """m of the available nodes, uniformly without replacement."""
+    def sample_nodes(self, grid: Grid, server_round: int = 0) -> list[int]:
+        """The step's teachers among the nodes online now (``wait_for_online`` when none is)."""
+        nodes = sorted(grid.get_node_ids())
+        if not nodes:
+            nodes = wait_for_online(grid, self.node_wait)
         if len(nodes) < self.teachers_per_step:
-            raise RuntimeError(
-                f"{self.teachers_per_step} teachers per step requested, "
-                f"{len(nodes)} nodes available"
+            logger.warning(
+                "step %d: %d node(s) online, fewer than teachers-per-step = %d: asking %d",
+                server_round,
+                len(nodes),
+                self.teachers_per_step,
+                len(nodes),
             )
-        chosen = self.sampler.choice(len(nodes), size=self.teachers_per_step, replace=False)
+        return self.choose(nodes)
+
+    def choose(self, nodes: list[int]) -> list[int]:
+        """m of the available nodes, uniformly without replacement; every one of them when fewer
+        than m are online (each is charged as it is sent, and the step goes on)."""
+        m = min(self.teachers_per_step, len(nodes))
+        chosen = self.sampler.choice(len(nodes), size=m, replace=False)
         return [nodes[i] for i in chosen]
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        nodes = self.choose(sorted(grid.get_node_ids()))
+        nodes = self.sample_nodes(grid, server_round)
         self._pending = set(nodes)
         step = self.step_event()
         for node in nodes:  # paid when asked, before the query leaves

@@ -1,12 +1,13 @@
 """Flower apps for the teacher-strategy simulation tests: a client app whose teachers corrupt
-their votes, and a server app that drives the real DataLens / PATE-GAN strategy step by step.
+their votes, a server app that drives the real DataLens / PATE-GAN strategy step by step, and one
+that runs the real teacher run on a grid some of whose nodes leave after step 1.
 
 They live in an importable module (not a test file) so Ray actors can load them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
+from fedgs.algorithms import ALGORITHMS
 from fedgs.client.app import build_client_app
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.protocols import common, datalens, pate_gan
@@ -116,5 +118,44 @@ def recording_teacher_server_app(config: RunConfig, steps: int, record: list[dic
                     "ledger": ledger.step_counts(),
                 }
             )
+
+    return app
+
+
+class NodesLeaving:
+    """The real grid, except that ``leaving`` of its nodes (the lowest ids) are offline from the
+    first step's replies on: they died or left after step 1 (``gone`` names them)."""
+
+    def __init__(self, grid: Grid, leaving: int) -> None:
+        self._grid = grid
+        self._leaving = leaving
+        self._sent = False
+        self.gone: set[int] = set()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._grid, name)
+
+    def get_node_ids(self) -> list[int]:
+        nodes = sorted(self._grid.get_node_ids())
+        if self._sent and not self.gone:
+            self.gone = set(nodes[: self._leaving])
+        return [node for node in nodes if node not in self.gone]
+
+    def send_and_receive(self, messages: Iterable[Message], timeout: float | None = None):
+        replies = list(self._grid.send_and_receive(messages, timeout=timeout))
+        self._sent = True
+        return replies
+
+
+def shrinking_teacher_run_app(config: RunConfig, leaving: int, seen: dict[str, Any]) -> ServerApp:
+    """The real teacher run of ``config.strategy`` on a grid whose ``leaving`` nodes leave after
+    step 1; ``seen`` gets the run and the grid."""
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        seen["grid"] = NodesLeaving(grid, leaving)
+        seen["run"] = ALGORITHMS[config.strategy].run_class()(config)
+        seen["run"].run(seen["grid"])
 
     return app

@@ -206,17 +206,27 @@ def _reply_lines(rows: list[dict[str, str]]) -> list[str]:
     ]
 
 
+# strategy -> the option naming how many nodes a step asks (Fed-Avg GAN's Poisson rounds vary)
+_NODES_PER_STEP = {
+    "gswgan": "clients-per-step",
+    "datalens": "teachers-per-step",
+    "pate-gan": "teachers-per-step",
+}
+
+
 def _shrunk_step_lines(rows: list[dict[str, str]], config: dict[str, Any]) -> list[str]:
-    """GS-WGAN steps that asked fewer nodes than ``clients-per-step``: fewer were online (a node
-    died or left), so the step asked every one, and paid for each (the run went on)."""
-    if config.get("strategy") != "gswgan" or not rows or "sampled" not in rows[0]:
+    """GS-WGAN and teacher steps that asked fewer nodes than ``clients-per-step`` /
+    ``teachers-per-step``: fewer were online (a node died or left), so the step asked every one,
+    and paid for each (the run went on)."""
+    option = _NODES_PER_STEP.get(str(config.get("strategy")))
+    if option is None or not rows or "sampled" not in rows[0]:
         return []
-    m = int(config.get("clients-per-step", 0))
+    m = int(config.get(option, 0))
     shrunk = [int(r["sampled"] or 0) for r in rows if int(r["sampled"] or 0) < m]
     if not shrunk:
         return []
     return [
-        f"  steps with fewer nodes online than clients-per-step = {m}: {len(shrunk)}, each "
+        f"  steps with fewer nodes online than {option} = {m}: {len(shrunk)}, each "
         f"asked every node online ({min(shrunk)} to {max(shrunk)}; each query paid when sent)"
     ]
 
