@@ -2,6 +2,11 @@
 authentication on, a few GS-WGAN steps; `down`, `up` again, and the next run finds each data
 holder's critic and privacy ledger where the first left them (the named state volumes).
 
+The operator reaches the Control API only as the README says: `docker compose run --rm flwr ...`
+(the socket in the control-plane volume; no host port serves it). After `up` every service
+with a health check is healthy (the SuperLink answered /health on both sockets, each SuperNode
+was activated, each SuperExec's runtime API answered), and the socket is uid 49999's alone.
+
 Opt-in with FEDGS_COMPOSE_TEST=1: the first run builds the registry-free base image
 (deploy/local-base-image.sh: debootstrap, ~2.3 GB, ~10 minutes) and every run builds fedgs' image
 and runs containers for several minutes on a 2-core machine, too much for each CI run. Needs a
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -100,40 +106,59 @@ class Project:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.name = f"fedgs-test-{os.getpid()}"
-        self.command = [*(_compose_command() or []), "-p", self.name]
-        shutil.copyfile(ROOT / "docker-compose.yml", folder / "docker-compose.yml")
+        compose_file = folder / "docker-compose.yml"
+        self.command = [*(_compose_command() or []), "-f", str(compose_file), "-p", self.name]
+        shutil.copyfile(ROOT / "docker-compose.yml", compose_file)
         _run(["fedgs", "deploy", "init", "--out", "deploy", "--nodes", str(NODES)], cwd=folder)
-        for mounted in ("certificates", "keys", "secrets", "nodes", "data"):
-            _run(["chown", "-R", f"{compose.CONTAINER_UID}", str(folder / "deploy" / mounted)])
-        self.env = {**os.environ, "FLWR_HOME": str(folder / "deploy" / "flwr-home")}
+        mounted = ("certificates", "keys", "secrets", "nodes", "data", "control", "app")
+        for name in (*mounted, "flwr-home"):
+            _run(["chown", "-R", f"{compose.CONTAINER_UID}", str(folder / "deploy" / name)])
+        # the operator's flwr: a container on the Control socket, as the README has it
+        self.flwr = [*self.command, "run", "--rm", "-T", compose.OPERATOR]
+        self.env = dict(os.environ)
 
     def compose(self, *args: str) -> str:
         return _run([*self.command, *args], cwd=self.folder)
 
+    def online(self) -> list[int]:
+        return control.online_nodes(self.env, flwr_command=self.flwr)
+
     def up(self) -> None:
         self.compose("up", "-d")
-        wait_for(
-            lambda: len(control.online_nodes(self.env)) == NODES, "both SuperNodes online", TIMEOUT
-        )
+        wait_for(lambda: len(self.online()) == NODES, "both SuperNodes online", TIMEOUT)
+        wait_for(self.all_healthy, "every health check to pass", TIMEOUT)
 
-    def run(self, run_dir: str, **config: object) -> str:
+    def health(self) -> dict[str, str]:
+        """Each running container's health status (those with a health check)."""
+        found = {}
+        for container in self.compose("ps", "-q").split():
+            state = json.loads(
+                _run(["docker", "inspect", "--format", "{{json .State}}", container])
+            )
+            name = _run(["docker", "inspect", "--format", "{{.Name}}", container]).strip()
+            if "Health" in state:
+                found[name.strip("/")] = state["Health"]["Status"]
+        return found
+
+    def all_healthy(self) -> bool:
+        statuses = self.health()
+        return len(statuses) == 2 + 2 * NODES and set(statuses.values()) == {"healthy"}
+
+    def run(self, run_dir: str, stream: bool = False, **config: object) -> str:
         settings = STEP | {"run-dir": run_dir} | config
         args = " ".join(
             f"{k}={json.dumps(v) if isinstance(v, str) else v}" for k, v in settings.items()
         )
-        out = _run(
-            ["flwr", "run", "deploy/app", control.CONNECTION, "--run-config", args, "--format",
-             "json"],
-            cwd=self.folder,
-            env=self.env,
-        )  # fmt: skip
-        run_id = int(json.loads(out[out.index("{") :])["run-id"])
-        wait_for(
-            lambda: control.run_status(run_id, self.env)[0].startswith("finished"),
-            f"run {run_id}",
-            TIMEOUT,
-        )
-        status, details = control.run_status(run_id, self.env)
+        command = ["run", compose.APP, control.CONNECTION, "--run-config", args]
+        if stream:  # what the README's operator types: logs until the run ends
+            out = _run([*self.flwr, *command, "--stream"], env=self.env)
+            run_id = int(re.findall(r"Successfully started run (\d+)", out)[0])
+        else:
+            out = _run([*self.flwr, *command, "--format", "json"], env=self.env)
+            run_id = int(json.loads(out[out.index("{") :])["run-id"])
+        poll = lambda: control.run_status(run_id, self.env, flwr_command=self.flwr)  # noqa: E731
+        wait_for(lambda: poll()[0].startswith("finished"), f"run {run_id}", TIMEOUT)
+        status, details = poll()
         assert status == "finished:completed", (
             status,
             details,
@@ -174,13 +199,22 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
 
 def test_compose_runs_gswgan_and_resumes_each_node_after_down_and_up(project: Project) -> None:
     project.up()
+    # the Control socket: the SuperLink user's alone, in a folder of its alone (the volume took
+    # the image folder's owner and mode)
+    modes = project.compose(
+        "exec", "-T", "superlink", "stat", "-c", "%a %u %F", compose.CONTROL_PLANE,
+        compose.CONTROL_SOCKET,
+    )  # fmt: skip
+    uid = compose.CONTAINER_UID
+    assert modes.split("\n")[:2] == [f"700 {uid} directory", f"600 {uid} socket"], modes
+    assert "9091" not in project.compose("ps")  # no Control port published
     project.run("/app/runs/first", steps=2, **{"warm-start-steps": 1})
     before = [project.node_state(i) for i in range(NODES)]
     assert all(state["paid"] >= 1 for state in before), before
 
     project.compose("down")  # containers and networks go; the named volumes stay
     project.up()  # keys registered before: `register` still succeeds, nodes start
-    project.run("/app/runs/second", steps=1)
+    project.run("/app/runs/second", stream=True, steps=1)
     after = [project.node_state(i) for i in range(NODES)]
     # each node answered the one query of the second run from the critic and ledger it kept
     for old, new in zip(before, after, strict=True):
