@@ -198,7 +198,8 @@ def test_the_printed_commands_start_the_node_from_its_own_files(tmp_path: Path) 
     assert "--insecure" in superexec  # the node's loopback link, no TLS there
     assert env["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] == "0.05"
     # the operator's side of it: register the .pub over its Control API
-    assert "fedgs deploy register --superlink CONTROL-ADDRESS" in printed
+    assert "fedgs deploy register --superlink unix:CONTROL-SOCKET" in printed
+    assert "flwr supernode register /app/key.pub fedgs" in printed  # the compose way
 
 
 def test_state_dir_and_policy_go_to_the_node_config(tmp_path: Path) -> None:

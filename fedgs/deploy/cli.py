@@ -138,7 +138,8 @@ def _init(commands: argparse._SubParsersAction) -> None:
             "OUT/nodes/<node>/allowed-fabs.txt (the apps a node runs: fedgs'), "
             "OUT/control/allowed-fabs.txt (the ServerApps the operator's SuperExec runs: "
             "fedgs'), OUT/flwr-home "
-            "(a `fedgs` connection to the Control API on 127.0.0.1:9091) and OUT/app (the app "
+            "(the Flower config of compose's `flwr` service: a `fedgs` connection to the Control "
+            "socket in the control-plane volume) and OUT/app (the app "
             "`flwr run` ships). Run it again at will: existing certificates, keys, secrets and "
             "allowlist entries are kept. Nothing here is committed."
         ),

@@ -351,9 +351,12 @@ def instructions(
         "   and read them its fingerprint over another channel (phone, video call):",
         f"     {fingerprint(folder.public_key)}",
         "   On the SuperLink's host the operator checks it (ssh-keygen -lf FILE) and registers it",
-        "   with the SuperLink's Control API (a Unix socket unix:PATH, or 127.0.0.1:9091):",
-        "     fedgs deploy register --superlink CONTROL-ADDRESS \\",
+        "   through the Control socket (fedgs deploy local: OUT/control/superlink.sock):",
+        "     fedgs deploy register --superlink unix:CONTROL-SOCKET \\",
         f"       --root-certificates deploy/certificates/ca.crt {folder.name}.pub",
+        "   or, with compose, through its flwr service:",
+        f'     docker compose -p fedgs run --rm -v "$PWD/{folder.name}.pub:/app/key.pub:ro" \\',
+        "       flwr supernode register /app/key.pub fedgs",
     ]
     step = 2
     if prepared.ca_cert == "missing":
