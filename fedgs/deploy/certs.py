@@ -30,7 +30,7 @@ from cryptography.x509.oid import NameOID
 from fedgs.private_files import PRIVATE_FILE, private_dir
 
 VALID_DAYS = 365
-DEFAULT_HOSTS = ("127.0.0.1", "localhost", "superlink", "superlink-control")
+DEFAULT_HOSTS = ("127.0.0.1", "localhost", "superlink")  # loopback, the Unix socket, compose
 
 
 @dataclass(frozen=True)
