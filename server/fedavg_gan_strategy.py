@@ -22,7 +22,7 @@ from flwr.serverapp import Grid
 from fedgs.privacy import FedAvgLedger
 from fedgs.privacy.dp_fedavg import clip_delta, noisy_mean
 from fedgs.protocols import common, fedavg_gan
-from fedgs.server.gswgan_strategy import wait_for_online
+from fedgs.server.gswgan_strategy import online_nodes
 from fedgs.server.replies import (
     NodeIdentities,
     ServerScoredStrategy,
@@ -76,10 +76,8 @@ class FedAvgGANStrategy(ServerScoredStrategy):
 
     def sample_nodes(self, grid: Grid) -> list[int]:
         """Each node independently with probability q = m / K (Poisson sampling), K the nodes
-        online now (fewer than m: q = 1, every one; none: ``wait_for_online`` for one)."""
-        nodes = sorted(grid.get_node_ids())
-        if not nodes:
-            nodes = wait_for_online(grid, self.node_wait)
+        online now (fewer than m: q = 1, every one; none: ``online_nodes`` waits for one)."""
+        nodes = online_nodes(grid, self.node_wait)
         self._population = len(nodes)
         q = min(1.0, self.trainer.config.clients_per_round / len(nodes))
         return [n for n, u in zip(nodes, self.sampler.random(len(nodes)), strict=True) if u < q]

@@ -37,15 +37,28 @@ logger = logging.getLogger("fedgs.server")
 NODE_POLL = 0.5  # s between checks for a node while none is online
 
 
-def wait_for_online(grid: Grid, timeout: float) -> list[int]:
-    """Nodes online, after a wait of at most ``timeout`` s for one: every node died or left
-    (a restart may bring one back). Fails naming the wait."""
+def online_nodes(grid: Grid, timeout: float) -> list[int]:
+    """The nodes online now; when none is (every node died or left, and a restart may bring
+    one back), after a wait of at most ``timeout`` s for one. Fails naming the wait."""
     deadline = time.monotonic() + timeout
     while not (nodes := sorted(grid.get_node_ids())):
         if time.monotonic() > deadline:
             raise RuntimeError(f"no node online for {timeout:g} s (reply-timeout)")
         time.sleep(NODE_POLL)
     return nodes
+
+
+def warn_if_short(server_round: int, online: int, wanted: int, option: str) -> None:
+    """Say that a step asks fewer nodes than ``option`` = ``wanted`` (all ``online`` ones)."""
+    if online < wanted:
+        logger.warning(
+            "step %d: %d node(s) online, fewer than %s = %d: asking %d",
+            server_round,
+            online,
+            option,
+            wanted,
+            online,
+        )
 
 
 class GSWGANStrategy(ServerScoredStrategy):
@@ -88,19 +101,10 @@ class GSWGANStrategy(ServerScoredStrategy):
         )
 
     def sample_nodes(self, grid: Grid, server_round: int = 0) -> list[int]:
-        """The step's nodes among those online now (``wait_for_online`` when none is)."""
-        nodes = sorted(grid.get_node_ids())
-        if not nodes:
-            nodes = wait_for_online(grid, self.node_wait)
+        """The step's nodes among those online now (``online_nodes``: waits when none is)."""
+        nodes = online_nodes(grid, self.node_wait)
         self._population = len(nodes)
-        if len(nodes) < self.clients_per_step:
-            logger.warning(
-                "step %d: %d node(s) online, fewer than clients-per-step = %d: asking %d",
-                server_round,
-                len(nodes),
-                self.clients_per_step,
-                len(nodes),
-            )
+        warn_if_short(server_round, len(nodes), self.clients_per_step, "clients-per-step")
         return self.choose(nodes)
 
     def choose(self, nodes: list[int]) -> list[int]:

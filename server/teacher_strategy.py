@@ -29,7 +29,7 @@ from flwr.serverapp import Grid
 
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.protocols import common
-from fedgs.server.gswgan_strategy import wait_for_online
+from fedgs.server.gswgan_strategy import online_nodes, warn_if_short
 from fedgs.server.replies import (
     NodeIdentities,
     ServerScoredStrategy,
@@ -92,18 +92,10 @@ class TeacherStrategy(ServerScoredStrategy):
         logger.info("%s: %d teacher(s) per step", self.name, self.teachers_per_step)
 
     def sample_nodes(self, grid: Grid, server_round: int = 0) -> list[int]:
-        """The step's teachers among the nodes online now (``wait_for_online`` when none is)."""
-        nodes = sorted(grid.get_node_ids())
-        if not nodes:
-            nodes = wait_for_online(grid, self.node_wait)
-        if len(nodes) < self.teachers_per_step:
-            logger.warning(
-                "step %d: %d node(s) online, fewer than teachers-per-step = %d: asking %d",
-                server_round,
-                len(nodes),
-                self.teachers_per_step,
-                len(nodes),
-            )
+        """The step's teachers among the nodes online now (``online_nodes``: waits when none
+        is)."""
+        nodes = online_nodes(grid, self.node_wait)
+        warn_if_short(server_round, len(nodes), self.teachers_per_step, "teachers-per-step")
         return self.choose(nodes)
 
     def choose(self, nodes: list[int]) -> list[int]:
