@@ -6,13 +6,14 @@ Every wait is bounded; a test that times out says what it waited for.
 from __future__ import annotations
 
 import csv
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from fedgs.deploy import processes
+from fedgs.deploy import processes, topology
 from fedgs.privacy import PrivacyLedger
 
 # tiny models and batches (the embedded data, one client per node): seconds per step; sigma 12
@@ -80,3 +81,20 @@ def live_processes_of(out: Path) -> list[str]:
         if needle in environ and stat.rsplit(")", 1)[1].split()[0] != "Z":
             found.append(processes.command_line(int(entry.name)))
     return found
+
+
+def socket_superlink_args(socket: Path, secret: Path) -> list[str]:
+    """A SuperLink without TLS whose Control and runtime APIs answer on the Unix socket
+    ``socket`` (the deployment tests add TLS); its SuperExec secret is the file ``secret``."""
+    from fedgs.deploy.launcher import HOST, free_port
+
+    return topology.superlink_args(
+        host=HOST,
+        port=free_port(),
+        private=str(socket),
+        security=topology.Security(tls=False, node_auth=False),
+        tls=None,
+        database=topology.IN_MEMORY_DATABASE,
+        superexec_secret=str(secret),
+        python=sys.executable,
+    )

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from deploy_support import wait_for
+from deploy_support import socket_superlink_args, wait_for
 
 from fedgs.deploy import control, topology
-from fedgs.deploy.launcher import HOST, SUPERLINK_READY, free_port
+from fedgs.deploy.launcher import SUPERLINK_READY
 from fedgs.deploy.unix_socket import socket_path, unix_address
 
 pytestmark = pytest.mark.slow
@@ -29,16 +28,7 @@ def _superlink(tmp_path: Path, socket: Path) -> list[str]:
     secret = tmp_path / "superlink.secret"
     if not secret.exists():
         secret.write_bytes(os.urandom(32))
-    return topology.superlink_args(
-        host=HOST,
-        port=free_port(),
-        private=str(socket),
-        security=INSECURE,
-        tls=None,
-        database=topology.IN_MEMORY_DATABASE,
-        superexec_secret=str(secret),
-        python=sys.executable,
-    )
+    return socket_superlink_args(socket, secret)
 
 
 def _start(tmp_path: Path, socket: Path, log: Path) -> subprocess.Popen:

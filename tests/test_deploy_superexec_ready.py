@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from deploy_support import wait_for
+from deploy_support import socket_superlink_args, wait_for
 
 from fedgs.deploy import topology
-from fedgs.deploy.launcher import HOST, SUPERLINK_READY, free_port
+from fedgs.deploy.launcher import SUPERLINK_READY
 from fedgs.deploy.unix_socket import unix_address
 
 pytestmark = pytest.mark.slow
@@ -35,16 +35,7 @@ def _secret(path: Path) -> Path:
 
 
 def _superlink(tmp_path: Path, socket: Path, secret: Path) -> subprocess.Popen:
-    argv = topology.superlink_args(
-        host=HOST,
-        port=free_port(),
-        private=str(socket),
-        security=INSECURE,
-        tls=None,
-        database=topology.IN_MEMORY_DATABASE,
-        superexec_secret=str(secret),
-        python=sys.executable,
-    )
+    argv = socket_superlink_args(socket, secret)
     log = tmp_path / "superlink.log"
     with log.open("ab") as handle:
         process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, env=ENV)
