@@ -5,7 +5,10 @@ checkpoints, final generator; with ``snapshot-every``, the generator on the way)
 every ``checkpoint-every`` steps so ``resume=true`` continues a killed run with its ledger intact.
 Every step's queries are paid for in the ledger, and the ledger and privacy.json are on disk
 *before* the messages are sent (and again after the replies), so a kill at any point leaves the
-server's ledger and report at or above every client's own. A step's
+server's ledger and report at or above every client's own. A stop (Ctrl-C or SIGTERM in
+``fedgs simulate``: ``fedgs.stopping``) ends the run at its next unit of work: the step in flight
+finishes, the steps done are checkpointed, and ``StopRequested`` goes on with where the run stands.
+A step's
 metrics row is what the strategy's ``aggregate_train`` returns (as Flower's own strategies report),
 plus the bytes and time the loop measured; each run names its epsilon column after its threat model
 (GS-WGAN: ``epsilon_untrusted``, max over clients; Fed-Avg GAN: ``epsilon_trusted_server``). Every
@@ -27,6 +30,7 @@ from flwr.app import ArrayRecord, ConfigRecord
 from flwr.serverapp import Grid
 from tqdm.auto import tqdm
 
+from fedgs import stopping
 from fedgs.comm import message_bytes
 from fedgs.metrics import GeneratorScores, save_class_grid
 from fedgs.metrics.evaluator import GeneratorEvaluator
@@ -61,6 +65,7 @@ def wait_for_nodes(grid: Grid, count: int, timeout: float) -> list[int]:
     ``count`` are there, or fail with a clear error after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while len(nodes := sorted(grid.get_node_ids())) < count:
+        stopping.check("stopped while waiting for the nodes")
         if time.monotonic() > deadline:
             raise RuntimeError(
                 f"only {len(nodes)} of {count} required nodes connected in {timeout:g} s"
@@ -87,6 +92,8 @@ class FederatedRun(ABC):
         self.sampler = self.sampling.generator()
         self.identities = NodeIdentities()  # node -> client, learned from replies
         self.step = 0
+        self.checkpointed = -1  # the step of the run's checkpoint on disk (-1: none)
+        self.phase = "starting"  # where the run is, for the message of a stop
         self.in_flight: int | None = None  # a step sent whose replies are not in yet
         self.evaluator = (
             GeneratorEvaluator.for_dataset(self.dataset, config.eval_samples)
@@ -109,10 +116,11 @@ class FederatedRun(ABC):
         """Images of the given labels from the generator the run reports on."""
         return self.trainer.sample(labels)
 
-    def prepare_generator(self) -> None:
-        """Server-side work on G before the first private step of a new run (not on resume:
-        the checkpoint holds its result). Default: none."""
-        return None
+    def prepare_generator(self) -> bool:
+        """Server-side work on G before the first private step of a new run; True when it did
+        some: its result is then kept as the step-0 checkpoint, so a resumed run skips it.
+        Default: none."""
+        return False
 
     @abstractmethod
     def prepare_clients(self, grid: Grid) -> None:
@@ -166,10 +174,14 @@ class FederatedRun(ABC):
 
     def checkpoint(self) -> dict:
         """Save the checkpoint, the ledger and the privacy report; return the columns to log."""
-        saved_sampler = self.sampling.saved_state(self.sampler)
-        save_checkpoint(self.out.root, self.step, self.trainer.state_dict(), saved_sampler)
+        self._save_trainer()
         self._save_ledger()
         return self.privacy_report()
+
+    def _save_trainer(self) -> None:
+        saved_sampler = self.sampling.saved_state(self.sampler)
+        save_checkpoint(self.out.root, self.step, self.trainer.state_dict(), saved_sampler)
+        self.checkpointed = self.step
 
     def snapshot(self) -> None:
         """The generator as it could be released now, at what was paid so far: a run directory
@@ -188,6 +200,7 @@ class FederatedRun(ABC):
         if saved is None:
             return False
         self.step, trainer, sampler = saved
+        self.checkpointed = self.step
         self.trainer.load_state_dict(trainer)
         restore_sampler(self.sampler, sampler)
         return True
@@ -247,32 +260,62 @@ class FederatedRun(ABC):
         return row
 
     def run(self, grid: Grid) -> None:
+        """The whole run. A stop (``fedgs.stopping``) ends it at its next unit of work with every
+        step done checkpointed, and raises ``StopRequested`` saying where the run stands."""
+        try:
+            self._run(grid)
+        except stopping.StopRequested:
+            raise stopping.StopRequested(self._save_stopped()) from None
+
+    def _save_stopped(self) -> str:
+        """Checkpoint the steps done since the last checkpoint; where the run stopped."""
+        if self.step > 0:
+            if self.step > self.checkpointed:
+                self.checkpoint()  # the step in flight, if any, finished: its state is whole
+            return f"stopped after step {self.step} of {self.config.steps} (checkpoint saved)"
+        where = "stopped before step 1"
+        if self.phase != "the steps":
+            where = f"stopped in {self.phase}, before step 1"
+        if self.phase == "public pretraining":
+            return where + " (pretraining starts again on resume)"
+        if self.checkpointed == 0:
+            return where + " (public pretraining saved)"
+        return where
+
+    def _run(self, grid: Grid) -> None:
         c = self.config
         # the wall-clock budget counts from here: waiting for nodes and the warm start included
         deadline = time.monotonic() + 60 * c.max_minutes if c.max_minutes > 0 else math.inf
         if c.resume:
             self.load_privacy_state()
         resumed = c.resume and self.load_checkpoint()
+        self.phase = "the wait for nodes"
         wait_for_nodes(grid, max(c.min_nodes, 1), c.reply_timeout)
         if not resumed:
             self.out.write_json(
                 self.out.config_json,
                 c.to_user_config() | {"num_nodes": len(list(grid.get_node_ids()))},
             )
-            self.prepare_generator()
+            self.phase = "public pretraining"
+            if self.prepare_generator():
+                self._save_trainer()  # step 0: a stop from here on does not repeat it
+        self.phase = "the warm start"
         self.prepare_clients(grid)
         if self.evaluator is not None:
+            self.phase = "the first evaluation"
             self.initial_scores = self.evaluator.score(self.sample)
-            if not resumed:  # the untrained generator: what training has to beat, the
-                # instrument's accuracy on real images, which bounds what it can read, and the
-                # writer split its real images come from
+            if self.step == 0:  # the untrained (or only pre-trained) generator: what training
+                # has to beat, the instrument's accuracy on real images, which bounds what it can
+                # read, and the writer split its real images come from
                 self.out.write_json(
                     self.out.initial_scores_json,
                     self.initial_scores.to_dict() | self.evaluator.record(),
                 )
+        self.phase = "the steps"
         started, first_step = time.perf_counter(), self.step + 1
         with tqdm(total=c.steps, initial=self.step, desc=self.name, unit="step") as bar:
             for step in range(first_step, c.steps + 1):
+                stopping.check()  # between steps: the last one finished, its replies kept
                 if self.would_pass_target(grid):
                     logger.warning(
                         "stopping before step %d: target epsilon %g reached", step, c.target_epsilon
@@ -295,4 +338,5 @@ class FederatedRun(ABC):
             logger.warning(
                 "stopped after step %d: %g-minute budget spent", self.step, c.max_minutes
             )
+        self.phase = "the final outputs"
         self.save_generator(self.out)

@@ -58,11 +58,13 @@ class GSWGANRun(FederatedRun):
             node_wait=config.reply_timeout,
         )
 
-    def prepare_generator(self) -> None:
+    def prepare_generator(self) -> bool:
         steps = self.config.public_pretrain_steps
-        if steps > 0:
-            done = pretrain_on_public_digits(self.trainer, steps, seed=self.config.seed)
-            self.out.write_json(self.out.root / "public_pretraining.json", done.to_dict())
+        if steps <= 0:
+            return False
+        done = pretrain_on_public_digits(self.trainer, steps, seed=self.config.seed)
+        self.out.write_json(self.out.root / "public_pretraining.json", done.to_dict())
+        return True
 
     def prepare_clients(self, grid: Grid) -> None:
         c = self.config

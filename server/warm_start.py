@@ -6,7 +6,8 @@ the last client, with no barrier between chunks, and each message gets its own t
 Resuming: a client records in its own state file that it is warm-started and answers a second
 request at once without training (``CriticSession.warm_start``); the server writes its progress
 to ``warm_start.json`` (clients trained, time spent) while it runs; a resumed run skips the
-phase when an earlier attempt with the same steps and state directory completed it. A reply
+phase when an earlier attempt with the same steps and state directory completed it. A stop
+(``fedgs.stopping``) saves the progress and leaves the requests in flight to their clients. A reply
 carries no statistic of the client's data (no loss, no step count): the server learns only that
 the node answered and which client it holds (``NodeIdentities``), which names the ledger's
 entries for that node's later queries.
@@ -24,6 +25,7 @@ from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.serverapp import Grid
 from tqdm.auto import tqdm
 
+from fedgs import stopping
 from fedgs.algorithms import WARM_START
 from fedgs.protocols import common
 from fedgs.run_config import RunConfig
@@ -127,6 +129,9 @@ def warm_start_clients(
     pull_interval = getattr(grid, "pull_interval", 0.1)
     with tqdm(total=len(waiting), desc="warm start", unit="client") as bar:
         while waiting or pending:
+            if stopping.requested():
+                progress.save(run_dir)  # a client that finishes later is warm: resume asks again
+                raise stopping.StopRequested("stopped in the warm start")
             free = in_flight - len(pending)
             batch = [_request(node, progress.steps) for node in waiting[:free]]
             del waiting[:free]

@@ -1,14 +1,19 @@
 """``fedgs simulate``: options generated from RunConfig, so CLI and run-config stay in step.
 
 Running imports Flower, Ray and torch, so only the handler does; ``--help`` needs none of them.
+A new run goes to a new or empty ``--out`` (a run there is continued with ``--resume``, never
+overwritten); Ctrl-C or SIGTERM stops a run with what it did saved, and exit status 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import signal
+import sys
 from pathlib import Path
 
-from fedgs import recipes
+from fedgs import recipes, stopping
 from fedgs.run_config import add_arguments, from_namespace
 from fedgs.simulations.simulate import EngineOptions, run_simulation
 
@@ -130,11 +135,29 @@ def _run_comm_cost(args: argparse.Namespace) -> int:
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = measure(base, out, engine)
+    try:
+        rows = measure(base, out, engine)
+    except stopping.StopRequested as stop:
+        return exit_stopped("fedgs comm-cost", f"{stop}; nothing of the table was written")
     paths = write_outputs(rows, out, base)
     print(paths["md"].read_text())
     print(f"table: {paths['md']}  csv: {paths['csv']}  chart: {paths['png']}")
     return 0
+
+
+def existing_run(run_dir: Path) -> list[str]:
+    """What ``run_dir`` already holds (a few names; none: missing or empty, a new run's)."""
+    if not run_dir.is_dir():
+        return []
+    return sorted(entry.name for entry in run_dir.iterdir())
+
+
+def exit_stopped(command: str, message: str) -> int:
+    """The one line of a stopped run; a further Ctrl-C is not needed and interrupts nothing."""
+    for signum in stopping.SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    print(f"{command}: {message}", file=sys.stderr, flush=True)
+    return stopping.EXIT_CODE
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -148,19 +171,33 @@ def _run(args: argparse.Namespace) -> int:
     except (TypeError, ValueError) as error:
         print(f"fedgs simulate: error: {error}")
         return 2
+    run_dir = Path(config.run_dir)
+    if not config.resume and (found := existing_run(run_dir)):
+        shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+        print(
+            f"fedgs simulate: error: {run_dir} is not empty ({shown}): --resume continues the "
+            "run there; a new run needs a new --out"
+        )
+        return 2
     try:
-        run_dir = run_simulation(config, engine)
+        run_simulation(config, engine)
+    except stopping.StopRequested as stop:
+        return exit_stopped(
+            "fedgs simulate",
+            f"{stop}; `fedgs simulate --resume --out {shlex.quote(str(run_dir))}` (same "
+            "options) goes on",
+        )
     except DataError as error:  # raised while counting the clients, before Ray starts
         print(f"fedgs simulate: error: {error}")
         return 2
     except ClientsFailed as error:
-        log = Path(config.run_dir) / FLOWER_LOG_NAME
+        log = run_dir / FLOWER_LOG_NAME
         print(f"fedgs simulate: error: the run stopped: {error}\n  every failure in full: {log}")
         return 1
-    if not (Path(run_dir) / "privacy.json").exists():
+    if not (run_dir / "privacy.json").exists():
         print(
             f"fedgs simulate: the run ended without results; see the log above (run dir {run_dir})"
         )
         return 1
-    print(summarize(Path(run_dir)))
+    print(summarize(run_dir))
     return 0

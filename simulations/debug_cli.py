@@ -161,8 +161,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     import torch
 
+    from fedgs.simulations.cli import exit_stopped
     from fedgs.simulations.debug_scenario import ScenarioError, ScenarioOptions, run_scenario
     from fedgs.simulations.simulate import EngineOptions
+    from fedgs.stopping import StopRequested
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -197,6 +199,8 @@ def _run(args: argparse.Namespace) -> int:
     except ScenarioError as error:
         print(f"fedgs debug-scenario: error: {error}")
         return 2
+    except StopRequested as stop:  # in a group's generator run; the scenario has no resume
+        return exit_stopped("fedgs debug-scenario", f"{stop}; run it again with a new --out")
     detection = summary["detection"]
     print(
         f"inverted share of samples: suspected {detection['generated']['suspected']:.1%}, "

@@ -5,14 +5,25 @@ Ray is bound to 127.0.0.1 (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0) and its object
 store is capped. Ray starts its workers at nice 15; here the worker actors are the clients' whole
 workload, so they run at the driver's priority (RAY_worker_niceness=0): niced, any other job on
 the machine starves the simulation.
+
+Ctrl-C and SIGTERM stop a run cleanly (``fedgs.stopping``): Flower's engine keeps the main thread,
+so the signal only requests the stop, and the ServerApp's loops end at their next unit of work and
+save what was done. ``ray.init`` (inside Flower's engine) would take SIGTERM for itself (exit at
+once, which left the ServerApp thread running on, as Ctrl-C did) and Ray's C++ core would answer it
+with a stack dump: both are kept off (:func:`_sigterm_left_to_fedgs`,
+RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1). Ray's own processes block SIGINT, so a Ctrl-C sent to the
+terminal's whole process group reaches the driver only and the clients answer the step in flight.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from fedgs import stopping
 from fedgs.run_config import RunConfig
 
 
@@ -60,10 +71,31 @@ def num_supernodes(config: RunConfig) -> int:
 
 
 def run_simulation(config: RunConfig, options: EngineOptions) -> Path:
-    """Run the ServerApp and ClientApp on Ray; returns the run directory."""
+    """Run the ServerApp and ClientApp on Ray; returns the run directory. A stop (Ctrl-C,
+    SIGTERM) raises :class:`fedgs.stopping.StopRequested` once the run has saved what it did."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray port on 127.0.0.1 only
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     os.environ.setdefault("RAY_worker_niceness", "0")  # Ray's default: 15
+    os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")  # SIGTERM is ours
+    with stopping.stop_on_signals():
+        try:  # the main thread's own work: a signal raises here at once
+            nodes = num_supernodes(config)
+        except stopping.StopRequested:
+            raise stopping.StopRequested(
+                "stopped while loading the data, before anything was written"
+            ) from None
+        with stopping.checked_elsewhere():  # Flower's engine has the main thread
+            stopped = _run_on_flower(config, options, nodes)
+    if stopped is not None:
+        raise stopped
+    return Path(config.run_dir)
+
+
+def _run_on_flower(
+    config: RunConfig, options: EngineOptions, nodes: int
+) -> stopping.StopRequested | None:
+    """The run on Flower's simulation engine; the stop that ended it, if one did."""
+    from flwr.serverapp import Grid, ServerApp
     from flwr.simulation import run_simulation as flower_run_simulation
 
     from fedgs.client.app import build_client_app
@@ -78,13 +110,45 @@ def run_simulation(config: RunConfig, options: EngineOptions) -> Path:
     if options.poll_seconds < fast_engine.FLOWER_POLL_SECONDS:
         fast_engine.install(options.poll_seconds)
 
-    nodes = num_supernodes(config)
     overrides = config.with_updates(min_nodes=nodes).to_user_config()
-    with engine_output_to(Path(config.run_dir) / FLOWER_LOG_NAME):
+    run_app = build_server_app(overrides, grid_poll_seconds=options.poll_seconds)
+    stops: list[stopping.StopRequested] = []
+    server_app = ServerApp()
+
+    @server_app.main()
+    def main(grid: Grid, context) -> None:  # type: ignore[no-untyped-def]
+        try:
+            run_app(grid, context)
+        except stopping.StopRequested as stop:  # returned, not raised: Flower then ends at once
+            stops.append(stop)
+
+    with engine_output_to(Path(config.run_dir) / FLOWER_LOG_NAME), _sigterm_left_to_fedgs():
         flower_run_simulation(
-            server_app=build_server_app(overrides, grid_poll_seconds=options.poll_seconds),
+            server_app=server_app,
             client_app=build_client_app(overrides),
             num_supernodes=nodes,
             backend_config=backend_config(options, config.client_num_gpus),
         )
-    return Path(config.run_dir)
+    return stops[0] if stops else None
+
+
+@contextmanager
+def _sigterm_left_to_fedgs() -> Iterator[None]:
+    """``ray.init`` and Ray's head node install SIGTERM handlers that exit the main thread (and
+    so Flower's engine) at once, through ``ray._private.utils.set_sigterm_handler``: within the
+    block that call does nothing, and SIGTERM stays the stop request of ``fedgs.stopping``. Ray's
+    processes still end with the run (``ray.shutdown``), or with the driver (Ray's fate sharing)."""
+    try:
+        from ray._private import utils as ray_utils
+    except ImportError:  # another backend, or a Ray without it: nothing to keep off
+        yield
+        return
+    original = getattr(ray_utils, "set_sigterm_handler", None)
+    if original is None:
+        yield
+        return
+    ray_utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        ray_utils.set_sigterm_handler = original

@@ -134,30 +134,81 @@ def test_spent_time_budget_ends_the_run_with_every_output(tmp_path: Path) -> Non
     assert (run_dir / "generator.pt").stat().st_size > 0
 
 
-def test_killed_run_resumes_with_its_ledger_intact(tmp_path: Path) -> None:
+def _processes_in_group(group: int) -> list[str]:
+    """The live processes of a process group (the driver and the Ray processes it started)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            name, rest = stat.read_text().rsplit(")", 1)
+            fields = rest.split()
+            if int(fields[2]) == group and fields[0] != "Z":
+                found.append(name.split("(", 1)[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _assert_stopped_cleanly(process: subprocess.Popen, err: Path, asked: float, what: str) -> str:
+    """A stopped run: exit 130 within 30 s of the signal, no Ray process left, one line saying
+    where the run is and how to go on, and no traceback or crash dump anywhere."""
+    process.wait(timeout=60)
+    assert time.monotonic() - asked < 30, "the run took too long to stop"
+    terminal = err.read_text()
+    assert process.returncode == 130, terminal[-3000:]
+    lines = [line for line in terminal.splitlines() if "fedgs simulate: stopped" in line]
+    assert len(lines) == 1 and what in lines[0] and "fedgs simulate --resume --out" in lines[0]
+    for dump in ("Traceback", "Fatal Python error", "most recent call first", "received at"):
+        assert dump not in terminal, terminal[-3000:]
+    deadline = time.monotonic() + 15
+    while left := _processes_in_group(process.pid):
+        assert time.monotonic() < deadline, f"left running: {left}"
+        time.sleep(0.5)
+    return lines[0]
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_killed_or_interrupted_run_resumes_with_its_ledger_intact(
+    tmp_path: Path, how: signal.Signals
+) -> None:
+    """SIGKILL: the steps after the checkpoint are run again, and what they paid stays paid.
+    SIGINT (Ctrl-C to the terminal's process group): the run stops after the step in flight with
+    every step done checkpointed, so the resumed run repeats none and pays nothing twice."""
     run_dir = tmp_path / "run"
-    process = subprocess.Popen(
-        _command(run_dir, "--steps", "40", "--checkpoint-every", "3", "--eval-every", "0"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as stderr:
+        process = subprocess.Popen(
+            _command(run_dir, "--steps", "40", "--checkpoint-every", "3", "--eval-every", "0"),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
     ledger_file = run_dir / "ledger.json"
     try:
         deadline = time.monotonic() + 600
         while not (ledger_file.exists() and _ledger_total(ledger_file) >= 5):
-            assert process.poll() is None, "the run ended before it could be killed"
+            assert process.poll() is None, "the run ended before it could be stopped"
             assert time.monotonic() < deadline, "the run made no progress"
             time.sleep(0.2)
         # the actors do the clients' work: not niced below the driver (Ray's default is 15)
         niceness = _client_actor_niceness(process.pid)
         assert niceness and set(niceness) == {os.nice(0)}, niceness
+        os.killpg(process.pid, how)  # the driver and every Ray process it started
+        asked = time.monotonic()
+        if how == signal.SIGINT:
+            _assert_stopped_cleanly(process, err, asked, "stopped after step")
     finally:
-        os.killpg(process.pid, signal.SIGKILL)  # the driver and every Ray process it started
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
     checkpoint_step = torch.load(run_dir / "checkpoint.pt", weights_only=True)["step"]
-    paid_at_kill = _ledger_total(ledger_file)
-    assert checkpoint_step % 3 == 0 and checkpoint_step < 12 and paid_at_kill >= checkpoint_step
+    paid_at_stop = _ledger_total(ledger_file)
+    if how == signal.SIGKILL:
+        assert checkpoint_step % 3 == 0 and checkpoint_step < 12
+        assert paid_at_stop >= checkpoint_step
+    else:  # every step done is in the checkpoint, and its row in metrics.csv
+        assert 5 <= checkpoint_step < 12 and paid_at_stop == checkpoint_step
+        assert [int(r["step"]) for r in _rows(run_dir)] == list(range(1, checkpoint_step + 1))
+        assert "step_in_flight" not in json.loads((run_dir / "privacy.json").read_text())
 
     done = subprocess.run(
         _command(
@@ -170,13 +221,17 @@ def test_killed_run_resumes_with_its_ledger_intact(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # the steps after the checkpoint are run again, but what was paid stays paid
     server_total = _ledger_total(ledger_file)
-    assert server_total == paid_at_kill + (12 - checkpoint_step)
+    assert server_total == paid_at_stop + (12 - checkpoint_step)
     privacy = json.loads((run_dir / "privacy.json").read_text())
     assert privacy["steps"] == 12 and privacy["queries"]["total"] == server_total
     # each client's own ledger agrees, up to the one query in flight when the run was killed:
     # the server paid for it when it sent it, the client may not have answered
     assert server_total - _client_ledgers_total(run_dir / "client-state") in (0, 1)
-    assert [int(r["step"]) for r in _rows(run_dir)][-1] == 12
+    steps = [int(r["step"]) for r in _rows(run_dir)]
+    assert steps[-1] == 12
+    if how == signal.SIGINT:  # nothing repeated: twelve steps, twelve queries, one row each
+        assert steps == list(range(1, 13)) and server_total == 12
+        assert _client_ledgers_total(run_dir / "client-state") == 12
 
 
 def _unwritable_state_dir(tmp_path: Path) -> Path:
@@ -220,22 +275,28 @@ def test_warm_start_that_leaves_no_client_warm_stops_the_run(tmp_path: Path) -> 
     assert not (run_dir / "metrics.csv").exists()  # no step ran on nobody's answers
 
 
-def test_public_pretraining_is_recorded_with_the_run(tmp_path: Path) -> None:
-    """--public-pretrain-steps: the server pre-trains G before any query, and privacy.json, the
-    summary and public_pretraining.json say so (a pre-filled cache skips the rendering)."""
+def _with_public_digits(cache: Path, count: int) -> dict[str, str]:
+    """The environment of a run whose public digits are ``count`` pre-rendered ones in
+    ``cache`` (its own FEDGS_CACHE), so the run skips the rendering."""
     from fedgs.data.public_digits import RENDER_VERSION, render_digits
     from fedgs.training.public_pretraining import PUBLIC_IMAGES
 
-    cache = tmp_path / "cache"
     cache.mkdir()
-    torch.save(render_digits(40), cache / f"public_digits-v{RENDER_VERSION}-{PUBLIC_IMAGES}-0.pt")
+    name = f"public_digits-v{RENDER_VERSION}-{PUBLIC_IMAGES}-0.pt"
+    torch.save(render_digits(count), cache / name)
+    return os.environ | {"FEDGS_CACHE": str(cache)}
+
+
+def test_public_pretraining_is_recorded_with_the_run(tmp_path: Path) -> None:
+    """--public-pretrain-steps: the server pre-trains G before any query, and privacy.json, the
+    summary and public_pretraining.json say so (a pre-filled cache skips the rendering)."""
     run_dir = tmp_path / "run"
     done = subprocess.run(
         _command(run_dir, "--steps", "2", "--eval-every", "0", "--public-pretrain-steps", "3"),
         capture_output=True,
         text=True,
         timeout=900,
-        env=os.environ | {"FEDGS_CACHE": str(cache)},
+        env=_with_public_digits(tmp_path / "cache", 40),
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "public data: G pre-trained for 3 steps" in done.stdout
@@ -266,3 +327,83 @@ def test_fewer_fake_batches_than_critic_steps_through_flower(tmp_path: Path) -> 
         queries = sum(PrivacyLedger.from_json(state["ledger"]).query_counts().values())
         adam = state["critic_state"]["optimizer"]["state"][0]["step"]
         assert int(adam) == 1 + 3 * queries  # one warm-start step, then 3 per query
+
+
+def test_ctrl_c_in_public_pretraining_stops_the_run_and_resume_runs_it_again(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C while the server pre-trains G (a long computation in Flower's ServerApp thread,
+    which never looked at Flower's own stop event) stops the run within seconds, and a second
+    Ctrl-C is harmless. Nothing of the half-done pretraining is kept: a resumed run does it again
+    (shorter here) and runs to the end."""
+    run_dir = tmp_path / "run"
+    env = _with_public_digits(tmp_path / "cache", 40)
+    err = tmp_path / "stderr.txt"
+    args = ["--steps", "2", "--eval-every", "0", "--public-pretrain-steps", "1000000"]
+    with err.open("w") as stderr:
+        process = subprocess.Popen(
+            _command(run_dir, *args),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+            env=env,
+        )
+    try:
+        deadline = time.monotonic() + 600
+        while "public pretraining:" not in err.read_text():  # its progress bar is drawn
+            assert process.poll() is None, err.read_text()[-3000:]
+            assert time.monotonic() < deadline, "pretraining never started"
+            time.sleep(0.2)
+        os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
+        asked = time.monotonic()
+        time.sleep(1)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGINT)  # the impatient user's second Ctrl-C
+        line = _assert_stopped_cleanly(process, err, asked, "stopped in public pretraining")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+    assert "pretraining starts again on resume" in line and str(run_dir) in line
+    assert not (run_dir / "checkpoint.pt").exists() and not (run_dir / "metrics.csv").exists()
+
+    resumed = args[:-1] + ["3", "--resume"]
+    done = subprocess.run(
+        _command(run_dir, *resumed), capture_output=True, text=True, timeout=900, env=env
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert json.loads((run_dir / "public_pretraining.json").read_text())["steps"] == 3
+    assert json.loads((run_dir / "privacy.json").read_text())["steps"] == 2
+    assert torch.load(run_dir / "checkpoint.pt", weights_only=True)["step"] == 2
+
+
+def test_sigterm_in_the_warm_start_stops_the_run_with_its_progress_saved(tmp_path: Path) -> None:
+    """SIGTERM to the driver alone (`kill PID`, a scheduler's stop) stops the run as Ctrl-C does,
+    though ray.init takes SIGTERM for itself (an exit of Flower's main thread, which left the
+    ServerApp running on, and a stack dump from Ray's core) where fedgs does not keep it."""
+    run_dir = tmp_path / "run"
+    err = tmp_path / "stderr.txt"
+    args = ["--steps", "2", "--eval-every", "0", "--warm-start-steps", "150"]
+    with err.open("w") as stderr:
+        process = subprocess.Popen(
+            _command(run_dir, *args),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 600
+        while "warm start:" not in err.read_text():
+            assert process.poll() is None, err.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the warm start never began"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        asked = time.monotonic()
+        _assert_stopped_cleanly(process, err, asked, "stopped in the warm start")
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+    progress = json.loads((run_dir / "warm_start.json").read_text())
+    assert progress["steps"] == 150 and not progress["complete"]
+    assert not (run_dir / "metrics.csv").exists()

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fedgs import stopping
 from fedgs.data.cache import cache_root
 
 # Text fonts with proper lining digits; symbol fonts (cmex, cmsy, STIXSiz*, STIXNonUni*),
@@ -120,6 +121,7 @@ def render_digits(count: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor
     labels = torch.arange(count) % NUM_CLASSES
     images = torch.empty(count, 1, IMAGE_SIZE, IMAGE_SIZE)
     for i, digit in enumerate(labels.tolist()):
+        stopping.check("stopped while rendering the public digits")  # ~6 ms per image
         glyph = _glyph(fonts[int(rng.integers(len(fonts)))], digit, rng)
         images[i, 0] = _framed(glyph, rng) * 2.0 - 1.0
     return images, labels

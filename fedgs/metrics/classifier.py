@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from fedgs import stopping
+
 _CACHE_VERSION = "cnn-v1"
 
 
@@ -86,6 +88,7 @@ def train_classifier(
         for _ in range(epochs):
             order = torch.randperm(images.shape[0], generator=generator)
             for idx in order.split(batch_size):
+                stopping.check("stopped while training the domain classifier")
                 loss = F.cross_entropy(model(images[idx]), labels[idx])
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 from tqdm.auto import tqdm
 
+from fedgs import stopping
 from fedgs.data.public_digits import cached_digits
 from fedgs.models import ConditionalDCGANDiscriminator, critic_loss
 from fedgs.training.generator import GeneratorTrainer
@@ -74,18 +75,20 @@ def pretrain_generator(
         return generator(z, y), y
 
     generator.train()
-    for _ in tqdm(range(steps), desc="public pretraining", unit="step", mininterval=5.0):
-        for _ in range(critic_steps):
-            with torch.no_grad():
-                fake, fake_labels = fake_batch()
-            loss = critic_loss(critic, *real_batch(), fake, fake_labels, config.gp_weight)
-            critic_opt.zero_grad(set_to_none=True)
-            loss.loss.backward()
-            critic_opt.step()
-        fake, fake_labels = fake_batch()
-        generator_opt.zero_grad(set_to_none=True)
-        (-critic(fake, fake_labels).mean()).backward()
-        generator_opt.step()
+    with tqdm(range(steps), desc="public pretraining", unit="step", mininterval=5.0) as bar:
+        for _ in bar:
+            stopping.check("stopped in public pretraining")  # G half pre-trained: not kept
+            for _ in range(critic_steps):
+                with torch.no_grad():
+                    fake, fake_labels = fake_batch()
+                loss = critic_loss(critic, *real_batch(), fake, fake_labels, config.gp_weight)
+                critic_opt.zero_grad(set_to_none=True)
+                loss.loss.backward()
+                critic_opt.step()
+            fake, fake_labels = fake_batch()
+            generator_opt.zero_grad(set_to_none=True)
+            (-critic(fake, fake_labels).mean()).backward()
+            generator_opt.step()
     trainer.restart_from_generator()
     return PublicPretraining(
         PUBLIC_SOURCE,
