@@ -2,7 +2,8 @@
 
 Usage: python benchmarks/critic_step_time.py --clients 20 --steps 60 --repeats 3
 For each repeat it runs, one after the other (side by side, so the ratios share the machine's
-load), ``fedgs simulate`` on FEMNIST writers with goal 2's options (README) and, per variant:
+load), ``fedgs simulate`` on FEMNIST writers with goal 2's options (results/SUMMARY.md) and,
+per variant:
   cs4           --critic-steps 4 (the recipe measured on 308 writers)
   cs8           --critic-steps 8
   cs8-t2        --critic-steps 8 --server-threads 2 (G's work on both cores while clients wait)

@@ -3,7 +3,7 @@
 One table: each run's generator next to the controls (real training-writer images, lookup tables
 of 1 and 5 real images per class, an untrained generator, a flat grey image), every figure from
 `fedgs.evaluation.instrument` (evaluation writers only), each run with its headline epsilon and
-threat model. The table is what benchmarks/RESULTS.md quotes.
+threat model. The table is what results/log/ quotes.
 
 Usage: python benchmarks/score_run.py [RUN_DIR ...] [--clients N] [--samples 10000]
        [--feature-samples 2000] [--epochs 5] [--no-controls] [--rows EARLIER.json ...]

@@ -9,7 +9,7 @@ never imports the server or client layer).
 
 Light on purpose (no torch, no Flower): ``fedgs --help`` and the run config import it.
 
-More algorithms (README, "Adding a strategy"): ``FEDGS_ALGORITHMS`` = comma-separated
+More algorithms (docs/architecture.md, "Adding a strategy"): ``FEDGS_ALGORITHMS`` = comma-separated
 "module:attr", each naming an :class:`Algorithm`, read once when this module is imported. An
 environment variable because the registry must be the same in every process of a run: the
 simulation's Ray workers, where the ClientApp (and its gate) runs, inherit the driver's

@@ -28,7 +28,7 @@ GAN_KEYS = tuple(f.name for f in fields(RunConfig) if f.name not in _SCENARIO_OW
 # What the scenario changes from `fedgs simulate`'s defaults, and why: the bug shows in the
 # background, which G learns within ~100 steps when each private critic learns fast (a high
 # critic rate and 5 critic steps per query instead of a warm start, which would cost every
-# writer's critic steps up front). Measured on FEMNIST in benchmarks/RESULTS.md.
+# writer's critic steps up front). Measured on FEMNIST in results/log/debugging.md.
 GAN_DEFAULTS = {
     "steps": 200,
     "warm_start_steps": 0,
@@ -60,11 +60,12 @@ With no options: a first run on the embedded default data (synthetic writers, a 
 EPILOG = """\
 The generator options default to settings that learn the background polarity fast (steps 200,
 no warm start, 5 critic steps per query, critic lr 2e-3, generator lr 5e-4; noise multiplier 1.07
-as in the paper). Real FEMNIST writers (see benchmarks/RESULTS.md for figures and timings):
+as in the paper). Real FEMNIST writers (see results/log/debugging.md for figures and timings):
   fedgs debug-scenario --dataset femnist --data-dir ../shared/data/femnist_leaf \\
       --ray-cpus 1 --threads 1 --out runs/debug-femnist
 Those defaults spend epsilon ~130-150 per generator. Within untrusted-server epsilon 10 (GS-WGAN;
-plan B, sigma and steps with `fedgs privacy --target-epsilon`; measured in benchmarks/RESULTS.md):
+plan B, sigma and steps with `fedgs privacy --target-epsilon`; measured in
+results/log/debugging.md):
   fedgs debug-scenario --dataset femnist --data-dir ../shared/data/femnist_leaf --steps 60 \\
       --clients-per-step 20 --batch-size 8 --noise-multiplier 5.7 --gradient-smoothing 3 \\
       --lr-generator 5e-3 --target-epsilon 10 --ray-cpus 1 --threads 1 --out runs/debug-eps10

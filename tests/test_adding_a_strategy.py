@@ -1,7 +1,8 @@
-"""README "Adding a strategy", proven: a strategy that lives only under ``tests/toy_algorithm``
-is registered through ``FEDGS_ALGORITHMS`` and runs end to end through Flower's real simulation
-engine (driver and Ray workers each read the registry at import); the node gate serves it only
-to nodes whose policy names it. Without the registration the same command fails."""
+"""docs/architecture.md "Adding a strategy" proven: a strategy that lives only under
+``tests/toy_algorithm`` is registered through ``FEDGS_ALGORITHMS`` and runs end to end through
+Flower's real simulation engine (driver and Ray workers each read the registry at import); the node
+gate serves it only to nodes whose policy names it. Without the registration the same command
+fails."""
 
 from __future__ import annotations
 

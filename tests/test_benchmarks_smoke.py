@@ -98,7 +98,8 @@ def test_score_run(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    # in two batches, as RESULTS.md's table was made: the run alone, then the controls with it
+    # in two batches, as results/log/quality.md's table was made: the run alone, then the
+    # controls with it
     instrument = ["--data-dir", str(FEMNIST), "--clients", "3", "--feature-samples", "100",
                   "--epochs", "1"]  # fmt: skip
     run_rows, rows = tmp_path / "run_rows.json", tmp_path / "rows.json"

@@ -2,8 +2,8 @@
 
 Done-means of issue 17: on real FEMNIST (evaluation writers only) the 5-images-per-class lookup
 table and a flat grey image both fail every quality bar (`fedgs.metrics.bars.BARS`, the bars
-README and RESULTS use), while real images of the training writers pass them all, so the bars
-are reachable and the test can fail. Kept lean: 2,000 downstream samples, 2 epochs.
+docs/evaluation.md and results/ use), while real images of the training writers pass them all,
+so the bars are reachable and the test can fail. Kept lean: 2,000 downstream samples, 2 epochs.
 """
 
 from __future__ import annotations

@@ -102,7 +102,7 @@ def _local(commands: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="every node's privacy policy, a policy-* node-config key (repeatable), e.g. "
         "--policy policy-min-noise-multiplier=1.5 --policy policy-epsilon-budget=50; absent "
-        "keys take the safe defaults (README, 'Node privacy policy')",
+        "keys take the safe defaults (docs/privacy.md, 'Node privacy policy')",
     )
     parser.add_argument(
         "--node-device",
@@ -221,7 +221,7 @@ def _node(commands: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="the node's privacy policy, a policy-* node-config key (repeatable; README, "
+        help="the node's privacy policy, a policy-* node-config key (repeatable; docs/privacy.md, "
         "'Node privacy policy'); absent keys take the safe defaults",
     )
     parser.set_defaults(handler=_run_node)

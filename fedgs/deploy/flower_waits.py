@@ -1,7 +1,7 @@
 """Shorter fixed waits inside a deployment's Flower 1.41 processes, patched at process start.
 
 A deployed GS-WGAN step exchanges one small message per node, so Flower's fixed waits, not
-compute, made up most of its wall time (benchmarks/RESULTS.md, "Deployment latency"):
+compute, made up most of its wall time (results/log/deployment.md):
   * the SuperNode sleeps 3 s after a pull that found no message, and 0.5 s per check while it
     waits for the ClientApp's reply (``flwr.supernode.start_client_internal``, ``time.sleep(3)``
     and ``time.sleep(0.5)``): a message arriving just after an empty pull waited up to 3 s;
@@ -20,7 +20,7 @@ Flower 1.41 offers no setting for any of them. Each patch is one name in one Flo
 first: if the Flower internals it expects are not there (another Flower version),
 :class:`FlowerInternalsChanged` is raised and the process does not start, so an upgrade cannot
 silently drop the patch. The cost is idle polling: an idle SuperNode pulls every
-``EMPTY_PULL_WAIT`` s instead of every 3 s (measured in benchmarks/RESULTS.md).
+``EMPTY_PULL_WAIT`` s instead of every 3 s (measured in results/log/deployment.md).
 """
 
 from __future__ import annotations

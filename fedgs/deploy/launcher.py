@@ -67,7 +67,7 @@ class LocalOptions:
     what every node computes on (its node-config ``device``; the run config's is the server's).
     ``in_memory_state``: the SuperLink keeps its state (nodes, runs, messages) in memory
     instead of a SQLite file in ``out`` (a deployed step took 0.55-0.65 of the time,
-    benchmarks/RESULTS.md). Nothing of a local deployment outlives its SuperLink but that state:
+    results/log/deployment.md). Nothing of a local deployment outlives its SuperLink but that state:
     the nodes' keys are registered again at every start, critics and ledgers live in the nodes'
     state directories and the run's checkpoint in the run directory. Off: the file, which a
     SuperLink restarted on its own (compose) needs to remember the registered nodes.

@@ -21,7 +21,7 @@ from fedgs.run_config import RunConfig, coerce
 
 PREFIX = "policy-"
 
-# Deployment defaults for keys a node config leaves out (README, "Node privacy policy"). The
+# Deployment defaults for keys a node config leaves out (docs/privacy.md, node policy). The
 # budget is one a data holder can defend: epsilon 10 per writer against an untrusted server
 # (autodp-rdp, delta 1e-5). A run fits it when each node answers few, well-noised queries: e.g.
 # `fedgs deploy local`'s defaults (sigma 12, batch 32, least-queried sampling, 20 steps over 3

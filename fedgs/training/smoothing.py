@@ -4,7 +4,7 @@ The sanitizer adds white noise of the same std to every pixel, while a critic's 
 is spatially smooth (its first layer is a 5x5 convolution). A blur of sigma 1 pixel keeps most of
 the signal and little of the noise: on warm-started FEMNIST critics it kept 86% of the signal
 along itself and 7.7% of the noise energy, a 3.1x gain in signal-to-noise amplitude
-(benchmarks/smoothing_snr.py; figures in benchmarks/RESULTS.md). The blur runs on the server,
+(benchmarks/smoothing_snr.py; figures in results/log/quality.md). The blur runs on the server,
 on values that are already private: it is post-processing and changes no epsilon.
 """
 

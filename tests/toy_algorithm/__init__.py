@@ -1,4 +1,5 @@
-"""A toy strategy that exists only in the tests: the README's "Adding a strategy", followed.
+"""A toy strategy that exists only in the tests: docs/architecture.md's "Adding a strategy",
+followed.
 
 Registered through the environment, never in fedgs' own registry::
 
