@@ -22,7 +22,7 @@ DEFAULT_NODES = 3
 # `fedgs deploy local`'s run config under the user's own: a GS-WGAN run that fits every node's
 # default privacy budget (epsilon 10, fedgs.privacy.policy). With 3 nodes and least-queried
 # sampling each node answers 7 of the 20 queries, at sigma 12 and batch 32: epsilon 6.76 per
-# node (untrusted server, autodp-rdp, delta 1e-5; README, "Node privacy policy").
+# node (untrusted server, autodp-rdp, delta 1e-5; docs/privacy.md, "Node privacy policy").
 DEPLOY_RUN_DEFAULTS: dict[str, Any] = {"steps": 20, "noise-multiplier": 12.0}
 GSWGAN_DEPLOY_DEFAULTS: dict[str, Any] = {"client-sampling": "least-queried"}
 
