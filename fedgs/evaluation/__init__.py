@@ -19,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     "utility_table": "utility",
     "EvaluationOptions": "evaluate",
     "evaluate_run": "evaluate",
+    "evaluate_runs": "evaluate",
     "write_report": "report",
 }
 __all__ = sorted(_EXPORTS)

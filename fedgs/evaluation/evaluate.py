@@ -1,12 +1,15 @@
-"""``fedgs evaluate``: score a finished run and write its tables and figures.
+"""``fedgs evaluate``: score finished runs and write their tables and figures.
 
-Writes RUN_DIR/evaluation/: ``quality.md`` (the instrument's table: this run next to the
-controls, `fedgs.evaluation.instrument`), ``utility.csv`` and ``utility.md`` (the Table A1-style
-table), ``summary.json`` (every figure, the writer split, every epsilon with its threat model,
-options, file list) and ``plots/`` (PNG + CSV each, the closest sample/training pairs among
-them). Every expensive result is cached under ``evaluation/cache`` keyed by the generator.pt
-hash and the options (the controls and real-data baselines under $FEDGS_CACHE, per dataset), so
-evaluating the same checkpoint again only redraws.
+Writes RUN_DIR/evaluation/ for each run: ``quality.md`` (the instrument's table: this run next
+to the controls, `fedgs.evaluation.instrument`), ``utility.csv`` and ``utility.md`` (the Table
+A1-style table), ``summary.json`` (every figure, the writer split, every epsilon with its threat
+model, options, file list) and ``plots/`` (PNG + CSV each, the closest sample/training pairs
+among them). Each run is scored on its own data split (the dataset, data folder, labels, clients
+and seed its config.json records). Runs on the same split share one instrument, so the controls
+and the real-data baselines are computed once per split and settings and cached under
+$FEDGS_CACHE/evaluation-baselines (`Split`); a run's own results are cached under its
+``evaluation/cache`` keyed by the generator.pt hash and the options, so evaluating the same
+checkpoint again only redraws.
 """
 
 from __future__ import annotations
@@ -25,16 +28,24 @@ from fedgs.evaluation.cache import ResultCache
 from fedgs.evaluation.classifiers import available
 from fedgs.evaluation.generator_loader import LoadedGenerator, file_sha256, load_generator
 from fedgs.evaluation.gradnorms import GradNorms, gradient_norms
-from fedgs.evaluation.instrument import DOWNSTREAM, Instrument, InstrumentOptions
+from fedgs.evaluation.instrument import (
+    DOWNSTREAM,
+    INSTRUMENT_VERSION,
+    Instrument,
+    InstrumentOptions,
+)
 from fedgs.evaluation.names import CLASSIFIER_NAMES
 from fedgs.evaluation.privacy_figures import all_figures
 from fedgs.evaluation.quality_table import markdown
-from fedgs.evaluation.run_files import RunFiles
+from fedgs.evaluation.run_files import DataSpec, RunFiles
 from fedgs.evaluation.synthetic import synthesize
 from fedgs.evaluation.utility import UtilityRow, UtilitySetup, to_markdown, utility_table, write_csv
 from fedgs.metrics.classifier import default_cache_dir
 
-INSTRUMENT_VERSION = 1  # bump when a figure's definition changes: cached rows are then stale
+
+def baselines_cache() -> ResultCache:
+    """Where the results that depend on a data split only are kept (controls, real baselines)."""
+    return ResultCache(default_cache_dir() / "evaluation-baselines")
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,8 @@ class EvaluationOptions:
     grad_norm_samples: int = 1_024  # 0 = no gradient-norm figure
     grad_norm_warm_start: int | None = None  # None: the run's own warm-start steps
     data_dir: str | None = None  # where the run's data are now, if not where it recorded
+    num_clients: int | None = None  # None: the run's own clients; 0: all of the dataset's
+    controls: bool = True  # score the controls next to the runs (cached per split)
 
     def __post_init__(self) -> None:
         unknown = [c for c in self.classifiers if c not in CLASSIFIER_NAMES]
@@ -62,6 +75,8 @@ class EvaluationOptions:
         for name in ("samples", "epochs", "score_samples", "inception_samples"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name.replace('_', '-')} must be >= 1")
+        if self.num_clients is not None and self.num_clients < 0:
+            raise ValueError("num-clients must be >= 0 (0: all of the dataset's clients)")
 
 
 @dataclass
@@ -72,6 +87,7 @@ class EvaluationResult:
     epsilons: list[dict[str, Any]]
     quality: dict[str, Any]  # the instrument's rows: {"run", "controls", "instrument"}
     files: dict[str, Path] = field(default_factory=dict)
+    split: Split | None = None  # the data split it was scored on (shared with other runs)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -84,13 +100,15 @@ class EvaluationResult:
         }
 
 
-class _Evaluation:
-    """One evaluation's shared state: the run, its data, generator and caches."""
+class Split:
+    """One data split and its instrument, shared by every run evaluated on it.
 
-    def __init__(self, run: RunFiles, options: EvaluationOptions) -> None:
-        self.run, self.options = run, options
-        self.generator: LoadedGenerator = load_generator(run.root)
-        spec = run.data_spec(options.data_dir)
+    The controls' rows and the real-data baselines depend on the split and the settings only;
+    the instrument caches them in `baselines_cache` (see `fedgs.evaluation.instrument`).
+    """
+
+    def __init__(self, spec: DataSpec, options: EvaluationOptions) -> None:
+        self.spec, self.options = spec, options
         self.dataset = load_federated(
             spec.dataset,
             spec.data_dir,
@@ -98,14 +116,45 @@ class _Evaluation:
             num_clients=spec.num_clients,
             seed=spec.seed,
         )
-        self.train = self.dataset.train_arrays()
-        self.test = self.dataset.test_arrays()
+
+    @cached_property
+    def instrument(self) -> Instrument:
+        o = self.options
+        options = InstrumentOptions(o.samples, o.score_samples, o.epochs, o.seed)
+        return Instrument(self.dataset, options, baselines=baselines_cache())
+
+    @cached_property
+    def controls(self) -> list[dict[str, Any]]:
+        """The controls' rows (cached per split and settings); none with ``controls=False``."""
+        return self.instrument.control_rows() if self.options.controls else []
+
+    def record(self) -> dict[str, Any]:
+        return self.instrument.record()
+
+
+class _Evaluation:
+    """One run's evaluation: the run, its generator, its split and its own result cache."""
+
+    def __init__(
+        self, run: RunFiles, options: EvaluationOptions, generator: LoadedGenerator, split: Split
+    ) -> None:
+        self.run, self.options, self.split = run, options, split
+        self.generator = generator
+        self.dataset = split.dataset
         self.cache = ResultCache(run.evaluation_dir / "cache")
         self.key = {
             "generator": self.generator.sha256,
             "dataset": self.dataset.fingerprint,
             "seed": options.seed,
         }
+
+    @property
+    def train(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.split.instrument.training
+
+    @property
+    def test(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.split.instrument.test
 
     @cached_property
     def synthetic(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,42 +168,26 @@ class _Evaluation:
             self.cache.put(key, value)
         return value
 
-    @cached_property
-    def instrument(self) -> Instrument:
-        o = self.options
-        options = InstrumentOptions(o.samples, o.score_samples, o.epochs, o.seed)
-        return Instrument(self.dataset, options)
-
     def quality(self, figures: Path) -> dict[str, Any]:
         """The run's instrument row, the controls' rows and the instrument's record.
 
-        The run's row is cached per generator; the controls and the record per dataset (they
-        do not depend on the run), so a second run on the same data only scores itself.
+        The run's row is cached per generator; the controls and the real-data baselines per
+        split and settings (they do not depend on the run), so a second run on the same data
+        only scores itself.
         """
         o = self.options
         settings = {"samples": o.samples, "feature_samples": o.score_samples, "epochs": o.epochs}
 
+        def sample(labels: torch.Tensor) -> torch.Tensor:
+            return self.generator.sample(labels, o.seed)
+
         def run_row() -> dict[str, Any]:
-            score = self.instrument.score("this run", lambda y: self.generator.sample(y, o.seed))
+            score = self.split.instrument.score("this run", sample)
             plots.closest_pairs(score.closest, figures / "closest_pairs")
             return score.row
 
         row = self._cached("quality", settings | {"version": INSTRUMENT_VERSION}, run_row)
-        baselines = ResultCache(default_cache_dir() / "evaluation-baselines")
-        key = settings | {
-            "what": "controls",
-            "dataset": self.dataset.fingerprint,
-            "seed": o.seed,
-            "version": INSTRUMENT_VERSION,
-        }
-        shared = baselines.get(key)
-        if shared is None:
-            shared = {
-                "controls": [c.row for c in self.instrument.controls()],
-                "instrument": self.instrument.record(),
-            }
-            baselines.put(key, shared)
-        return {"run": row, **shared}
+        return {"run": row, "controls": self.split.controls, "instrument": self.split.record()}
 
     def inception_fid(self) -> dict[str, float | int]:
         from fedgs.evaluation.inception import inception_fid, load_inception
@@ -188,7 +221,7 @@ class _Evaluation:
             generator_sha256=self.generator.sha256,
             dataset_fingerprint=self.dataset.fingerprint,
         )
-        baselines = ResultCache(default_cache_dir() / "evaluation-baselines")
+        baselines = baselines_cache()
         others = utility_table(
             [c for c in o.classifiers if c not in downstream],
             setup,
@@ -225,10 +258,42 @@ class _Evaluation:
         )
 
 
+class Splits:
+    """The data splits of one invocation, each loaded once (runs on one split share it)."""
+
+    def __init__(self, options: EvaluationOptions) -> None:
+        self.options = options
+        self._loaded: dict[DataSpec, Split] = {}
+
+    def of(self, run: RunFiles) -> Split:
+        return self.for_spec(run.data_spec(self.options.data_dir, self.options.num_clients))
+
+    def for_spec(self, spec: DataSpec) -> Split:
+        if spec not in self._loaded:
+            self._loaded[spec] = Split(spec, self.options)
+        return self._loaded[spec]
+
+
 def evaluate_run(run_dir: str | Path, options: EvaluationOptions) -> EvaluationResult:
     """Scores, utility table, figures and epsilons of one run; files under RUN_DIR/evaluation."""
-    run = RunFiles.open(run_dir)
-    evaluation = _Evaluation(run, options)
+    return evaluate_runs([run_dir], options)[0]
+
+
+def evaluate_runs(run_dirs: list[str | Path], options: EvaluationOptions) -> list[EvaluationResult]:
+    """`evaluate_run` of each run. Every run's directory, generator and data are checked before
+    any is scored; runs on the same split share its instrument (its controls scored once)."""
+    runs = [RunFiles.open(path) for path in run_dirs]
+    generators = [load_generator(run.root) for run in runs]
+    splits = Splits(options)
+    evaluations = [
+        _Evaluation(run, options, generator, splits.of(run))
+        for run, generator in zip(runs, generators, strict=True)
+    ]
+    return [_evaluate(evaluation) for evaluation in evaluations]
+
+
+def _evaluate(evaluation: _Evaluation) -> EvaluationResult:
+    run, options = evaluation.run, evaluation.options
     scores: dict[str, Any] = {
         "generator_sha256": evaluation.generator.sha256,
         "strategy": evaluation.generator.strategy,
@@ -242,7 +307,8 @@ def evaluate_run(run_dir: str | Path, options: EvaluationOptions) -> EvaluationR
     if options.inception_weights is not None:
         scores |= evaluation.inception_fid()
     rows = evaluation.utility(quality)
-    result = EvaluationResult(run, rows, scores, [f.to_dict() for f in all_figures(run)], quality)
+    epsilons = [f.to_dict() for f in all_figures(run)]
+    result = EvaluationResult(run, rows, scores, epsilons, quality, split=evaluation.split)
     (out / "quality.md").write_text(markdown([quality["run"], *quality["controls"]]))
     result.files["quality_md"] = out / "quality.md"
     write_csv(rows, out / "utility.csv")

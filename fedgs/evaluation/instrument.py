@@ -12,10 +12,19 @@ controls and the memorisation check) and the real-data baselines. `Instrument.sc
 - precision, recall, density, coverage (overall and per class), per-class and overall FID,
   intra-class diversity, label agreement, on the domain classifier's features;
 - the memorisation check (`fedgs.metrics.memorisation`).
+
+What depends only on the dataset split and the settings, not on the sampler being scored (the
+real-data baselines the calibration divides by and the control rows), is cached on disk when the
+instrument is given a `ResultCache` (``fedgs evaluate`` passes one under $FEDGS_CACHE): keyed by
+the split's fingerprint (the stored data's content hash and the clients picked), the options,
+the domain classifier's weights (controls only) and `INSTRUMENT_VERSION`, so a change of any of
+them computes them afresh and an unchanged split never retrains them.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -24,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tqdm.auto import tqdm
 
+from fedgs.evaluation.cache import ResultCache
 from fedgs.evaluation.synthetic import balanced_labels
 from fedgs.evaluation.utility import accuracy_of, real_subset
 from fedgs.metrics.classifier import accuracy, predict_in_batches
@@ -37,6 +47,7 @@ if TYPE_CHECKING:
     from fedgs.data import FederatedDataset
 
 DOWNSTREAM = ("cnn", "mlp")
+INSTRUMENT_VERSION = 1  # bump when a figure's definition changes: cached rows are then stale
 
 
 @dataclass(frozen=True)
@@ -69,8 +80,10 @@ class Instrument:
         dataset: FederatedDataset,
         options: InstrumentOptions | None = None,
         cache_dir: Path | None = None,
+        baselines: ResultCache | None = None,
     ) -> None:
         self.dataset = dataset
+        self.baselines = baselines  # None: the split's baselines and controls are not cached
         self.options = options or InstrumentOptions()
         self.num_classes = dataset.num_classes
         self.classifier = evaluation_classifier(dataset, cache_dir)
@@ -82,15 +95,55 @@ class Instrument:
         }
         _, self.reference_features = predict_in_batches(self.classifier, self.reference[0])
 
+    def baseline_key(self, what: str) -> dict[str, Any]:
+        """The cache key of a result that depends on the split and the settings only."""
+        o = self.options
+        key = {
+            "what": what,
+            "dataset": self.dataset.fingerprint,
+            "samples": o.samples,
+            "epochs": o.epochs,
+            "seed": o.seed,
+            "version": INSTRUMENT_VERSION,
+        }
+        if what == "controls":  # their feature figures come from the domain classifier
+            key |= {"feature_samples": o.feature_samples, "classifier": self.classifier_digest}
+        return key
+
+    @cached_property
+    def classifier_digest(self) -> str:
+        """SHA-256 of the domain classifier's weights (part of the controls' cache key)."""
+        digest = hashlib.sha256()
+        for name, tensor in sorted(self.classifier.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().contiguous().numpy().tobytes())
+        return digest.hexdigest()
+
+    def _split_cached(self, what: str, compute: Callable[[], Any]) -> Any:
+        if self.baselines is None:
+            return compute()
+        key = self.baseline_key(what)
+        value = self.baselines.get(key)
+        if value is None:
+            value = compute()
+            self.baselines.put(key, value)
+        return value
+
     @cached_property
     def real_accuracy(self) -> dict[str, float]:
         """Each downstream classifier trained on ``samples`` real training-writer images."""
         o = self.options
-        real = real_subset(self.training, o.samples, o.seed)
-        return {
-            name: accuracy_of(name, real, self.test, self.num_classes, o.epochs, o.seed)["accuracy"]
-            for name in DOWNSTREAM
-        }
+
+        def compute() -> dict[str, float]:
+            real = real_subset(self.training, o.samples, o.seed)
+            return {
+                name: accuracy_of(name, real, self.test, self.num_classes, o.epochs, o.seed)[
+                    "accuracy"
+                ]
+                for name in DOWNSTREAM
+            }
+
+        return self._split_cached("real-baseline", compute)
 
     @cached_property
     def heldout(self) -> torch.Tensor:
@@ -130,9 +183,13 @@ class Instrument:
         return [(samples[i], self.training[0][j], d) for i, j, d in copies.closest]
 
     def controls(self) -> list[Score]:
-        """The control rows (`fedgs.metrics.controls`), scored like a run."""
+        """The control rows (`fedgs.metrics.controls`), scored like a run (never cached)."""
         named = controls(self.training, self.num_classes)
         return [self.score(n, s) for n, s in tqdm(named.items(), desc="controls", unit="control")]
+
+    def control_rows(self) -> list[dict[str, Any]]:
+        """The controls' rows, from the cache when this split and these settings were scored."""
+        return self._split_cached("controls", lambda: [c.row for c in self.controls()])
 
     def record(self) -> dict[str, Any]:
         """The instrument's settings, for a run's summary and report."""

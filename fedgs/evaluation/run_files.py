@@ -123,17 +123,23 @@ class RunFiles:
                 return int(self.config[key])
         return int(self.setting("num-clients", 0)) or None
 
-    def data_spec(self, data_dir: str | None = None) -> DataSpec:
-        """The run's data; ``data_dir`` overrides the recorded folder (data moved, old runs)."""
+    def data_spec(self, data_dir: str | None = None, num_clients: int | None = None) -> DataSpec:
+        """The run's own data split: its dataset, folder, labels, clients and seed as recorded.
+
+        ``data_dir`` overrides the recorded folder (data moved, old runs); ``num_clients``
+        overrides the recorded number of clients (0: all of the dataset's). FEMNIST's
+        ``--clients N`` run is scored on its own N training writers (the evaluation writers are
+        the same for every N); a saved dataset has fixed clients.
+        """
         dataset = self.setting("dataset")
         if dataset is None:
             raise RunError(f"{self.root}/config.json names no dataset")
-        clients = self.setting("num-clients")
+        clients = self.setting("num-clients") if num_clients is None else num_clients
         return DataSpec(
             dataset=str(dataset),
             data_dir=data_dir or self.setting("data-dir") or None,
             labels=str(self.setting("labels", "digits")),
-            num_clients=None if dataset == "femnist" or not clients else int(clients),
+            num_clients=None if dataset == "saved" or not clients else int(clients),
             seed=int(self.setting("seed", 0)),
         )
 
