@@ -60,23 +60,28 @@ def fit_torch(
     seed: int,
     batch_size: int = 128,
 ) -> nn.Module:
-    """Adam (lr 1e-3) on cross-entropy for ``epochs`` passes; returns the model in eval mode."""
+    """Adam (lr 1e-3) on cross-entropy for ``epochs`` passes; returns the model in eval mode.
+
+    Everything random is drawn from ``seed``: the initial weights, the batch order and the
+    CNN's dropout masks (from the global generator, seeded here and restored afterwards), so
+    the result does not depend on what ran before in the process (a cached control and a
+    freshly scored one agree)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = {"mlp": mlp, "cnn": cnn}[name](num_classes)
-    images, labels = _unit(train[0]), train[1].long()
-    order_rng = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    model.train()
-    batches = epochs * ((images.shape[0] + batch_size - 1) // batch_size)
-    with tqdm(total=batches, desc=name, unit="batch", leave=False) as bar:
-        for _ in range(epochs):
-            for idx in torch.randperm(images.shape[0], generator=order_rng).split(batch_size):
-                loss = F.cross_entropy(model(images[idx]), labels[idx])
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                bar.update()
+        images, labels = _unit(train[0]), train[1].long()
+        order_rng = torch.Generator().manual_seed(seed)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        model.train()
+        batches = epochs * ((images.shape[0] + batch_size - 1) // batch_size)
+        with tqdm(total=batches, desc=name, unit="batch", leave=False) as bar:
+            for _ in range(epochs):
+                for idx in torch.randperm(images.shape[0], generator=order_rng).split(batch_size):
+                    loss = F.cross_entropy(model(images[idx]), labels[idx])
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+                    bar.update()
     return model.eval()
 
 
