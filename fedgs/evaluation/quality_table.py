@@ -2,7 +2,7 @@
 does not beat the 5-images-per-class lookup table, and the quality bars each row passes.
 
 Shared by ``fedgs evaluate`` (markdown on the terminal), ``fedgs report`` (HTML) and
-benchmarks/score_run.py (RESULTS.md), so every place prints the same columns.
+benchmarks/score_run.py (results/log/), so every place prints the same columns.
 """
 
 from __future__ import annotations
