@@ -12,9 +12,11 @@ from typing import Any
 
 
 def lazy_exports(
-    package: str, exports: Mapping[str, str]
-) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """``__getattr__`` and ``__dir__`` for ``package`` exporting name -> submodule."""
+    package: str, names_by_module: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+    """``__getattr__``, ``__dir__`` and ``__all__`` for ``package``, which exports the names
+    each of its submodules is listed with (space-separated: ``{"load": "load_federated"}``)."""
+    exports = {name: module for module, names in names_by_module.items() for name in names.split()}
 
     def __getattr__(name: str) -> Any:
         if name not in exports:
@@ -27,4 +29,4 @@ def lazy_exports(
     def __dir__() -> list[str]:
         return sorted(set(vars(importlib.import_module(package))) | set(exports))
 
-    return __getattr__, __dir__
+    return __getattr__, __dir__, sorted(exports)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from fedgs.lazy_exports import lazy_exports
 
-_EXPORTS: dict[str, str] = {
-    "DATASET_NAMES": "names",
-    "DataError": "errors",
-    "FederatedDataset": "federated",
-    "load_federated": "load",
-}
-__all__ = sorted(_EXPORTS)
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "names": "DATASET_NAMES",
+        "errors": "DataError",
+        "federated": "FederatedDataset",
+        "load": "load_federated",
+    },
+)

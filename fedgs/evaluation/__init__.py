@@ -9,19 +9,14 @@ from __future__ import annotations
 
 from fedgs.lazy_exports import lazy_exports
 
-_EXPORTS: dict[str, str] = {
-    "CLASSIFIER_NAMES": "names",
-    "RunError": "run_files",
-    "RunFiles": "run_files",
-    "LoadedGenerator": "generator_loader",
-    "load_generator": "generator_loader",
-    "UtilityRow": "utility",
-    "utility_table": "utility",
-    "EvaluationOptions": "evaluate",
-    "evaluate_run": "evaluate",
-    "evaluate_runs": "evaluate",
-    "write_report": "report",
-}
-__all__ = sorted(_EXPORTS)
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "names": "CLASSIFIER_NAMES",
+        "run_files": "RunError RunFiles",
+        "generator_loader": "LoadedGenerator load_generator",
+        "utility": "UtilityRow utility_table",
+        "evaluate": "EvaluationOptions evaluate_run evaluate_runs",
+        "report": "write_report",
+    },
+)

@@ -8,18 +8,14 @@ from __future__ import annotations
 
 from fedgs.lazy_exports import lazy_exports
 
-_EXPORTS: dict[str, str] = {
-    "DomainClassifier": "classifier",
-    "load_or_train_classifier": "classifier",
-    "save_class_grid": "grid",
-    "GeneratorScores": "scores",
-    "frechet_distance": "scores",
-    "has_ink": "scores",
-    "inception_score": "scores",
-    "label_agreement": "scores",
-    "label_hits": "scores",
-    "score_generator": "scores",
-}
-__all__ = sorted(_EXPORTS)
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "classifier": "DomainClassifier load_or_train_classifier",
+        "grid": "save_class_grid",
+        "scores": (
+            "GeneratorScores frechet_distance has_ink inception_score label_agreement label_hits "
+            "score_generator"
+        ),
+    },
+)

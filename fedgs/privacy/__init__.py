@@ -16,30 +16,22 @@ from __future__ import annotations
 
 from fedgs.lazy_exports import lazy_exports
 
-_EXPORTS: dict[str, str] = {
-    "Accountant": "accountants",
-    "ACCOUNTANT_NAMES": "accountants",
-    "DEFAULT_ACCOUNTANT": "accountants",
-    "UnsupportedEventError": "accountants",
-    "get_accountant": "accountants",
-    "calibrate_noise_multiplier": "calibration",
-    "THREAT_MODELS": "threat_models",
-    "TRUSTED_SAMPLER": "threat_models",
-    "UNTRUSTED_SERVER": "threat_models",
-    "TRUSTED_SERVER": "threat_models",
-    "centralized_paper_event": "events",
-    "centralized_shared_step_event": "events",
-    "fedavg_round_event": "events",
-    "gswgan_query_event": "events",
-    "trusted_sampler_event": "events",
-    "untrusted_client_event": "events",
-    "ClientLedger": "client_ledger",
-    "PrivacyLedger": "ledger",
-    "FedAvgLedger": "fedavg_ledger",
-    "centralized_shared_step_epsilon": "paper",
-    "paper_epsilon": "paper",
-    "simulate_query_counts": "sampling",
-}
-__all__ = sorted(_EXPORTS)
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "accountants": (
+            "Accountant ACCOUNTANT_NAMES DEFAULT_ACCOUNTANT UnsupportedEventError get_accountant"
+        ),
+        "calibration": "calibrate_noise_multiplier",
+        "threat_models": "THREAT_MODELS TRUSTED_SAMPLER UNTRUSTED_SERVER TRUSTED_SERVER",
+        "events": (
+            "centralized_paper_event centralized_shared_step_event fedavg_round_event "
+            "gswgan_query_event trusted_sampler_event untrusted_client_event"
+        ),
+        "client_ledger": "ClientLedger",
+        "ledger": "PrivacyLedger",
+        "fedavg_ledger": "FedAvgLedger",
+        "paper": "centralized_shared_step_epsilon paper_epsilon",
+        "sampling": "simulate_query_counts",
+    },
+)
