@@ -22,7 +22,7 @@ from flwr.serverapp import Grid
 from fedgs.privacy import FedAvgLedger
 from fedgs.privacy.dp_fedavg import clip_delta, noisy_mean
 from fedgs.protocols import common, fedavg_gan
-from fedgs.server.gswgan_strategy import online_nodes
+from fedgs.server.online import online_nodes
 from fedgs.server.replies import (
     NodeIdentities,
     ServerScoredStrategy,

@@ -13,7 +13,6 @@ rows received.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterable
 
 import numpy as np
@@ -24,6 +23,7 @@ from flwr.serverapp import Grid
 from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.events import gswgan_query_event
 from fedgs.protocols import common, gswgan
+from fedgs.server.online import online_nodes, warn_if_short
 from fedgs.server.replies import (
     NodeIdentities,
     ServerScoredStrategy,
@@ -34,31 +34,6 @@ from fedgs.server.replies import (
 from fedgs.training.generator import GeneratorTrainer
 
 logger = logging.getLogger("fedgs.server")
-NODE_POLL = 0.5  # s between checks for a node while none is online
-
-
-def online_nodes(grid: Grid, timeout: float) -> list[int]:
-    """The nodes online now; when none is (every node died or left, and a restart may bring
-    one back), after a wait of at most ``timeout`` s for one. Fails naming the wait."""
-    deadline = time.monotonic() + timeout
-    while not (nodes := sorted(grid.get_node_ids())):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no node online for {timeout:g} s (reply-timeout)")
-        time.sleep(NODE_POLL)
-    return nodes
-
-
-def warn_if_short(server_round: int, online: int, wanted: int, option: str) -> None:
-    """Say that a step asks fewer nodes than ``option`` = ``wanted`` (all ``online`` ones)."""
-    if online < wanted:
-        logger.warning(
-            "step %d: %d node(s) online, fewer than %s = %d: asking %d",
-            server_round,
-            online,
-            option,
-            wanted,
-            online,
-        )
 
 
 class GSWGANStrategy(ServerScoredStrategy):

@@ -29,7 +29,7 @@ from flwr.serverapp import Grid
 
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.protocols import common
-from fedgs.server.gswgan_strategy import online_nodes, warn_if_short
+from fedgs.server.online import online_nodes, warn_if_short
 from fedgs.server.replies import (
     NodeIdentities,
     ServerScoredStrategy,

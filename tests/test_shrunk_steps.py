@@ -15,7 +15,7 @@ from privacy_boundary_server_apps import SMALL
 from fedgs.deploy import doorbell, flower_waits
 from fedgs.run_config import RunConfig
 from fedgs.server.gswgan_run import GSWGANRun
-from fedgs.server.gswgan_strategy import online_nodes
+from fedgs.server.online import online_nodes
 from fedgs.training.run_dir import RunDirectory, _shrunk_step_lines
 
 
@@ -55,7 +55,7 @@ def test_the_target_stop_still_prices_m_queries(tmp_path: Path) -> None:
 
 
 def test_no_node_online_waits_bounded_for_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("fedgs.server.gswgan_strategy.NODE_POLL", 0.01)
+    monkeypatch.setattr("fedgs.server.online.NODE_POLL", 0.01)
     assert online_nodes(Grid([], [], [7]), timeout=5) == [7]  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="no node online for 0.05 s"):
         online_nodes(Grid([]), timeout=0.05)  # type: ignore[arg-type]

@@ -73,7 +73,7 @@ def test_a_teacher_step_with_fewer_nodes_online_asks_them_all(
 def test_a_teacher_step_with_no_node_online_waits_bounded_for_one(
     tmp_path: Path, strategy: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("fedgs.server.gswgan_strategy.NODE_POLL", 0.01)
+    monkeypatch.setattr("fedgs.server.online.NODE_POLL", 0.01)
     teacher, _ = _strategy(_config(tmp_path, strategy), TeacherLedger())
     teacher.node_wait = 5
     assert teacher.sample_nodes(Grid([], [], [7]), 1) == [7]  # type: ignore[arg-type]
@@ -92,7 +92,7 @@ def test_the_teacher_run_waits_reply_timeout_for_a_node(tmp_path: Path) -> None:
 def test_a_fedavg_round_with_no_node_online_waits_bounded_for_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("fedgs.server.gswgan_strategy.NODE_POLL", 0.01)
+    monkeypatch.setattr("fedgs.server.online.NODE_POLL", 0.01)
     config = _config(tmp_path, "fedavg-gan", **{"teachers-per-step": 10})
     trainer = FedAvgGANTrainer(10, config.fedavg_gan(), seed=0)
     ledger = FedAvgLedger(config.fedavg_noise_multiplier)
