@@ -2,13 +2,17 @@
 
 Keys follow Flower's run-config convention (lower case, hyphenated) so the same settings work as
 ``flwr run . --run-config "steps=2000 noise-multiplier=1.07"`` against a SuperLink and as options
-of ``fedgs simulate``. The defaults here are mirrored in pyproject.toml's
-``[tool.flwr.app.config]`` (a test keeps the two in step).
+of ``fedgs simulate``. Every field belongs to one group by concern (GROUPS: data, training,
+privacy, models, engine, outputs, experimental), which orders ``--help`` and docs/options.md.
+The defaults here are mirrored, grouped the same way, in pyproject.toml's
+``[tool.flwr.app.config]``; ``python -m fedgs.options_reference`` writes both docs/options.md
+and (``--pyproject``) that table, and tests keep them in step.
 """
 
 from __future__ import annotations
 
 import argparse
+import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
@@ -36,269 +40,272 @@ def coerce(value: Any, default: Any, key: str, source: str = "run-config") -> An
         ) from error
 
 
+# The concerns the run config is grouped by, in the order `--help` and docs/options.md show them:
+# key -> (title, what the group holds). Every field names one in its metadata.
+GROUPS: dict[str, tuple[str, str]] = {
+    "data": ("data", "Which data the clients hold; each client loads only its own partition."),
+    "training": (
+        "training",
+        "The strategy, how long it runs and how the generator and each client's critic learn. "
+        "The fedavg-*, datalens-* and pate-* keys, and those whose help starts with a strategy's "
+        "name, belong to that strategy; the others apply to every strategy that uses them.",
+    ),
+    "privacy": (
+        "privacy",
+        "The noise, the clipping, how clients are sampled, and the accounting and budgets "
+        "every reported epsilon rests on.",
+    ),
+    "models": ("models", "The networks: the generator G and the critics D."),
+    "engine": (
+        "engine and server",
+        "Where the run computes, what travels on the wire, and how the server waits for clients.",
+    ),
+    "outputs": (
+        "outputs and evaluation",
+        "The run directory, checkpoints, snapshots, scoring during the run, and resuming.",
+    ),
+    "experimental": (
+        "experimental",
+        "Options measured not to help, or inconclusive: off by default and kept for further "
+        "measurement; each help names the results log entry with the measurements.",
+    ),
+}
+
+
+def option(default: Any, group: str, help: str) -> Any:
+    """A run-config field: its default, its group (a key of GROUPS) and its help."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown run-config group {group!r} (known: {', '.join(GROUPS)})")
+    return field(default=default, metadata={"group": group, "help": help})
+
+
 @dataclass(frozen=True)
 class RunConfig:
-    # data (each client loads only its own partition)
-    dataset: str = field(
-        default="embedded",
-        metadata={"help": "embedded (offline default), femnist (LEAF), mnist (IDX) or saved"},
+    # Fields keep their historical order: the deployed app's pyproject.toml (fedgs.deploy.
+    # app_bundle), and so the app hash data holders allowlist, follows it. Each field's group
+    # (GROUPS), not this order, arranges --help, docs/options.md and pyproject.toml.
+    dataset: str = option(
+        "embedded", "data", "embedded (offline default), femnist (LEAF), mnist (IDX) or saved"
     )
-    data_dir: str = field(default="", metadata={"help": "LEAF output or MNIST IDX folder"})
-    labels: str = field(
-        default="digits", metadata={"help": "femnist labels: digits, merged36 or all62"}
+    data_dir: str = option("", "data", "LEAF output or MNIST IDX folder")
+    labels: str = option("digits", "data", "femnist labels: digits, merged36 or all62")
+    num_clients: int = option(
+        0,
+        "data",
+        "embedded/mnist: number of virtual clients; femnist: the first N writers "
+        "(0 = loader default: 50, 1000, every writer)",
     )
-    num_clients: int = field(
-        default=0,
-        metadata={
-            "help": "embedded/mnist: number of virtual clients; femnist: the first N writers "
-            "(0 = loader default: 50, 1000, every writer)"
-        },
+    strategy: str = option(
+        "gswgan",
+        "training",
+        "gswgan (untrusted server), fedavg-gan (DP-FedAvg, trusted server), or the teacher "
+        "ensembles datalens (TopAgg) and pate-gan (trusted aggregator)",
     )
-    strategy: str = field(
-        default="gswgan",
-        metadata={
-            "help": "gswgan (untrusted server), fedavg-gan (DP-FedAvg, trusted server), or the "
-            "teacher ensembles datalens (TopAgg) and pate-gan (trusted aggregator)"
-        },
+    steps: int = option(200, "training", "private generator steps (fedavg-gan: rounds)")
+    wire_dtype: str = option(
+        "float32",
+        "engine",
+        "float payload format on the wire: float32, float16 or bfloat16",
     )
-    steps: int = field(
-        default=200, metadata={"help": "private generator steps (fedavg-gan: rounds)"}
+    warm_start_steps: int = option(
+        20,
+        "training",
+        "non-private critic pre-training steps per client (no privacy cost)",
     )
-    wire_dtype: str = field(
-        default="float32",
-        metadata={"help": "float payload format on the wire: float32, float16 or bfloat16"},
+    public_pretrain_steps: int = option(
+        0,
+        "training",
+        "gswgan: steps of non-private pre-training of G on the server on digits rendered from "
+        "matplotlib's fonts (public data, no client data, no privacy cost; recorded in "
+        "privacy.json as public_data); 0 = off",
     )
-    # GS-WGAN
-    warm_start_steps: int = field(
-        default=20,
-        metadata={"help": "non-private critic pre-training steps per client (no privacy cost)"},
+    clients_per_step: int = option(1, "training", "clients queried per generator step (m)")
+    client_sampling: str = option(
+        UNIFORM,
+        "privacy",
+        "gswgan: uniform (m nodes uniformly at random each step, as in the paper) or "
+        "least-queried (the m nodes that paid the fewest queries so far, ties at random: every "
+        "client answers about equally often, so more steps fit an untrusted-server epsilon; the "
+        "trusted-sampler figure then does not hold)",
     )
-    public_pretrain_steps: int = field(
-        default=0,
-        metadata={
-            "help": "gswgan: steps of non-private pre-training of G on the server on digits "
-            "rendered from matplotlib's fonts (public data, no client data, no privacy cost; "
-            "recorded in privacy.json as public_data); 0 = off"
-        },
+    batch_size: int = option(32, "training", "fake batch size B")
+    critic_steps: int = option(5, "training", "critic steps per generator step (n_dis)")
+    fake_batches: int = option(
+        0,
+        "training",
+        "gswgan: distinct fake batches the server draws per query, cycled over the critic "
+        "steps (fewer G forwards and bytes down per step); 0 = one per critic step",
     )
-    clients_per_step: int = field(
-        default=1, metadata={"help": "clients queried per generator step (m)"}
+    noise_multiplier: float = option(1.07, "privacy", "sigma; per-row noise std is 2*C*sigma")
+    clip_norm: float = option(1.0, "privacy", "per-sample clipping bound C")
+    gradient_smoothing: float = option(
+        0.0,
+        "training",
+        "server-side Gaussian blur (sigma, pixels) of the sanitized gradients before they "
+        "reach G: post-processing, no privacy cost; 0 = off, as in the paper",
     )
-    client_sampling: str = field(
-        default=UNIFORM,
-        metadata={
-            "help": "gswgan: uniform (m nodes uniformly at random each step, as in the paper) "
-            "or least-queried (the m nodes that paid the fewest queries so far, ties at random: "
-            "every client answers about equally often, so more steps fit an untrusted-server "
-            "epsilon; the trusted-sampler figure then does not hold)"
-        },
+    label_mismatch_weight: float = option(
+        0.0,
+        "training",
+        "critics also score their real images under wrong labels as fakes, with this weight "
+        "(teaches labels early; local training, no privacy cost); 0 = off, as in the paper",
     )
-    batch_size: int = field(default=32, metadata={"help": "fake batch size B"})
-    critic_steps: int = field(
-        default=5, metadata={"help": "critic steps per generator step (n_dis)"}
+    label_mismatch_until: int = option(
+        0,
+        "experimental",
+        "experimental: measured no help (results/log/synthetic-data.md; one seed: annealed to 0 "
+        "at step 4,000, CNN 0.328 against 0.314 constant, within the retraining noise). gswgan: "
+        "the label-mismatch weight falls linearly to 0 at this step (labels taught early, no "
+        "prototype pull late); 0 = the weight stays constant",
     )
-    fake_batches: int = field(
-        default=0,
-        metadata={
-            "help": "gswgan: distinct fake batches the server draws per query, cycled over the "
-            "critic steps (fewer G forwards and bytes down per step); 0 = one per critic step"
-        },
+    diversity_weight: float = option(
+        0.0,
+        "experimental",
+        "experimental: measured no help (results/log/synthetic-data.md; one seed: W = 1 CNN "
+        "0.155 against 0.169 without, the variety white patches, not handwriting; W = 0.05 "
+        "0.191, inconclusive). gswgan: weight of the mode-seeking term (Mao et al. 2019) in G's "
+        "loss: "
+        "distinct latents of one label pushed to distinct images (server-side, no client data, "
+        "no privacy cost); 0 = off, as in the paper",
     )
-    noise_multiplier: float = field(
-        default=1.07, metadata={"help": "sigma; per-row noise std is 2*C*sigma"}
+    z_dim: int = option(10, "models", "gswgan: latent dimension of G (its z)")
+    client_code_dims: int = option(
+        0,
+        "experimental",
+        "experimental: measured no help (results/log/synthetic-data.md; two seeds, D = 5: CNN "
+        "0.212 against 0.168 at seed 0, 0.083 against 0.092 at seed 1, inconclusive). gswgan: "
+        "this many of G's z-dim latent dims are fixed per queried client (a code from the run "
+        "seed and the client's name; the server knows whom it asks), so G can learn each "
+        "writer's style at its code; sampling draws them at random; no client data, no privacy "
+        "cost; 0 = off, as in the paper",
     )
-    clip_norm: float = field(default=1.0, metadata={"help": "per-sample clipping bound C"})
-    gradient_smoothing: float = field(
-        default=0.0,
-        metadata={
-            "help": "server-side Gaussian blur (sigma, pixels) of the sanitized gradients before "
-            "they reach G: post-processing, no privacy cost; 0 = off, as in the paper"
-        },
+    lr_generator: float = option(1e-4, "training", "Adam learning rate of G")
+    lr_critic: float = option(1e-4, "training", "Adam learning rate of each private critic")
+    generator_width: int = option(16, "models", "G channel width (64 = paper size)")
+    critic_width: int = option(16, "models", "D channel width (64 = paper size)")
+    beta1: float = option(
+        0.5,
+        "training",
+        "Adam beta1 of G and critics (paper: 0.5; 0.9 averages noisy steps longer)",
     )
-    label_mismatch_weight: float = field(
-        default=0.0,
-        metadata={
-            "help": "critics also score their real images under wrong labels as fakes, with "
-            "this weight (teaches labels early; local training, no privacy cost); 0 = off, "
-            "as in the paper"
-        },
-    )
-    label_mismatch_until: int = field(
-        default=0,
-        metadata={
-            "help": "gswgan: the label-mismatch weight falls linearly to 0 at this step (labels "
-            "taught early, no prototype pull late); 0 = the weight stays constant"
-        },
-    )
-    diversity_weight: float = field(
-        default=0.0,
-        metadata={
-            "help": "gswgan: weight of the mode-seeking term (Mao et al. 2019) in G's loss: "
-            "distinct latents of one label pushed to distinct images, against one prototype per "
-            "class (server-side, no client data, no privacy cost); 0 = off, as in the paper"
-        },
-    )
-    z_dim: int = field(default=10, metadata={"help": "gswgan: latent dimension of G (its z)"})
-    client_code_dims: int = field(
-        default=0,
-        metadata={
-            "help": "gswgan: this many of G's z-dim latent dims are fixed per queried client (a "
-            "code from the run seed and the client's name; the server knows whom it asks), so G "
-            "can learn each writer's style at its code instead of one average; sampling draws "
-            "them at random; no client data, no privacy cost; 0 = off, as in the paper"
-        },
-    )
-    lr_generator: float = field(default=1e-4, metadata={"help": "Adam learning rate of G"})
-    lr_critic: float = field(
-        default=1e-4, metadata={"help": "Adam learning rate of each private critic"}
-    )
-    generator_width: int = field(default=16, metadata={"help": "G channel width (64 = paper size)"})
-    critic_width: int = field(default=16, metadata={"help": "D channel width (64 = paper size)"})
-    beta1: float = field(
-        default=0.5,
-        metadata={
-            "help": "Adam beta1 of G and critics (paper: 0.5; 0.9 averages noisy steps longer)"
-        },
-    )
-    ema_decay: float = field(default=0.999, metadata={"help": "EMA decay of G used for samples"})
+    ema_decay: float = option(0.999, "training", "EMA decay of G used for samples")
     # Fed-Avg GAN (batch-size and, for fedavg-models=gswgan, the widths are shared)
-    fedavg_models: str = field(
-        default="paper",
-        metadata={"help": "fedavg-gan networks: paper (TF-GAN MNIST, 13.3M/6.56M) or gswgan"},
+    fedavg_models: str = option(
+        "paper",
+        "models",
+        "fedavg-gan networks: paper (TF-GAN MNIST, 13.3M/6.56M) or gswgan",
     )
-    fedavg_clients_per_round: int = field(
-        default=10, metadata={"help": "fedavg-gan: expected clients per round (Poisson, q = m/K)"}
+    fedavg_clients_per_round: int = option(
+        10, "training", "fedavg-gan: expected clients per round (Poisson, q = m/K)"
     )
-    fedavg_critic_steps: int = field(
-        default=6, metadata={"help": "fedavg-gan: client critic SGD steps per round (n_D)"}
+    fedavg_critic_steps: int = option(
+        6, "training", "fedavg-gan: client critic SGD steps per round (n_D)"
     )
-    fedavg_generator_steps: int = field(
-        default=6, metadata={"help": "fedavg-gan: server generator SGD steps per round (n_G)"}
+    fedavg_generator_steps: int = option(
+        6, "training", "fedavg-gan: server generator SGD steps per round (n_G)"
     )
-    fedavg_lr_client: float = field(
-        default=5e-4, metadata={"help": "fedavg-gan: client SGD learning rate"}
+    fedavg_lr_client: float = option(5e-4, "training", "fedavg-gan: client SGD learning rate")
+    fedavg_lr_server: float = option(
+        1.0, "training", "fedavg-gan: server learning rate on the mean delta"
     )
-    fedavg_lr_server: float = field(
-        default=1.0, metadata={"help": "fedavg-gan: server learning rate on the mean delta"}
+    fedavg_lr_generator: float = option(5e-3, "training", "fedavg-gan: generator SGD learning rate")
+    fedavg_clip_norm: float = option(
+        0.1, "privacy", "fedavg-gan: L2 bound S on each client's critic delta"
     )
-    fedavg_lr_generator: float = field(
-        default=5e-3, metadata={"help": "fedavg-gan: generator SGD learning rate"}
-    )
-    fedavg_clip_norm: float = field(
-        default=0.1, metadata={"help": "fedavg-gan: L2 bound S on each client's critic delta"}
-    )
-    fedavg_noise_multiplier: float = field(
-        default=0.01, metadata={"help": "fedavg-gan: z; noise std z*S on the sum of deltas"}
+    fedavg_noise_multiplier: float = option(
+        0.01, "privacy", "fedavg-gan: z; noise std z*S on the sum of deltas"
     )
     # teacher ensembles (datalens, pate-gan): batch-size, widths, lr-critic (teachers; the PATE
     # student), lr-generator, beta1 and warm-start-steps are shared; datalens uses critic-steps
-    teachers_per_step: int = field(
-        default=10, metadata={"help": "datalens/pate-gan: teachers (clients) sampled per step (m)"}
+    teachers_per_step: int = option(
+        10, "training", "datalens/pate-gan: teachers (clients) sampled per step (m)"
     )
-    datalens_top_k: int = field(
-        default=200, metadata={"help": "datalens: coordinates each teacher votes on per sample (k)"}
+    datalens_top_k: int = option(
+        200, "privacy", "datalens: coordinates each teacher votes on per sample (k)"
     )
-    datalens_noise_std: float = field(
-        default=5.0, metadata={"help": "datalens: std of the Gaussian noise on every vote sum"}
+    datalens_noise_std: float = option(
+        5.0, "privacy", "datalens: std of the Gaussian noise on every vote sum"
     )
-    datalens_threshold: float = field(
-        default=0.3,
-        metadata={"help": "datalens: keep a coordinate where |noisy vote sum| > threshold * m"},
+    datalens_threshold: float = option(
+        0.3,
+        "training",
+        "datalens: keep a coordinate where |noisy vote sum| > threshold * m",
     )
-    pate_laplace_scale: float = field(
-        default=1.0,
-        metadata={"help": "pate-gan: Laplace scale b on each vote count ((2/b, 0)-DP per sample)"},
+    pate_laplace_scale: float = option(
+        1.0,
+        "privacy",
+        "pate-gan: Laplace scale b on each vote count ((2/b, 0)-DP per sample)",
     )
-    pate_teacher_steps: int = field(
-        default=5, metadata={"help": "pate-gan: teacher steps per generator step (n_T)"}
+    pate_teacher_steps: int = option(
+        5, "training", "pate-gan: teacher steps per generator step (n_T)"
     )
-    pate_student_steps: int = field(
-        default=5, metadata={"help": "pate-gan: student steps per generator step (n_S)"}
+    pate_student_steps: int = option(
+        5, "training", "pate-gan: student steps per generator step (n_S)"
     )
-    delta: float = field(
-        default=1e-5, metadata={"help": "delta of every reported (epsilon, delta)"}
+    delta: float = option(1e-5, "privacy", "delta of every reported (epsilon, delta)")
+    accountant: str = option(
+        "autodp-rdp", "privacy", "autodp-rdp, dp-accounting-rdp or dp-accounting-pld"
     )
-    accountant: str = field(
-        default="autodp-rdp",
-        metadata={"help": "autodp-rdp, dp-accounting-rdp or dp-accounting-pld"},
+    max_minutes: float = option(
+        0.0,
+        "training",
+        "wall-clock budget of the run in minutes, warm start included: the step that starts "
+        "after it is the last (scored and checkpointed); 0 = no limit",
     )
-    max_minutes: float = field(
-        default=0.0,
-        metadata={
-            "help": "wall-clock budget of the run in minutes, warm start included: the step "
-            "that starts after it is the last (scored and checkpointed); 0 = no limit"
-        },
+    target_epsilon: float = option(
+        0.0,
+        "privacy",
+        "stop before the run epsilon (untrusted server) passes this; 0 = off",
     )
-    target_epsilon: float = field(
-        default=0.0,
-        metadata={"help": "stop before the run epsilon (untrusted server) passes this; 0 = off"},
-    )
-    client_budget_epsilon: float = field(
-        default=0.0,
-        metadata={
-            "help": "each client refuses queries past this epsilon (untrusted server); 0 = no "
-            "budget. Simulation: every node's policy budget; deployment: may only tighten each "
-            "node's own policy-epsilon-budget"
-        },
+    client_budget_epsilon: float = option(
+        0.0,
+        "privacy",
+        "each client refuses queries past this epsilon (untrusted server); 0 = no budget. "
+        "Simulation: every node's policy budget; deployment: may only tighten each node's own "
+        "policy-epsilon-budget",
     )
     # compute (GS-WGAN: server and clients; the other strategies run on the CPU)
-    device: str = field(
-        default="auto",
-        metadata={"help": "auto (a GPU when the process sees one), cpu or cuda"},
+    device: str = option("auto", "engine", "auto (a GPU when the process sees one), cpu or cuda")
+    client_num_gpus: float = option(
+        0.0,
+        "engine",
+        "simulation: GPU share of each Ray client (0.25 = four clients per GPU; 0 = clients "
+        "on the CPU)",
     )
-    client_num_gpus: float = field(
-        default=0.0,
-        metadata={
-            "help": "simulation: GPU share of each Ray client (0.25 = four clients per GPU; "
-            "0 = clients on the CPU)"
-        },
+    run_dir: str = option("runs/simulate", "outputs", "output directory of the run")
+    state_dir: str = option("", "outputs", "client state directory ('' = RUN_DIR/client-state)")
+    checkpoint_every: int = option(100, "outputs", "checkpoint every N steps")
+    snapshot_every: int = option(
+        0,
+        "outputs",
+        "keep the generator every N steps in RUN_DIR/snapshots/step_N/, a run directory of its "
+        "own at the epsilon paid by then (0 = off)",
     )
-    # outputs
-    run_dir: str = field(default="runs/simulate", metadata={"help": "output directory of the run"})
-    state_dir: str = field(
-        default="", metadata={"help": "client state directory ('' = RUN_DIR/client-state)"}
+    eval_every: int = option(100, "outputs", "score and save sample grids every N steps (0 = off)")
+    eval_samples: int = option(1000, "outputs", "samples per evaluation")
+    seed: int = option(
+        0,
+        "training",
+        "seed of latents and initialisation (never of client sampling or DP noise)",
     )
-    checkpoint_every: int = field(default=100, metadata={"help": "checkpoint every N steps"})
-    snapshot_every: int = field(
-        default=0,
-        metadata={
-            "help": "keep the generator every N steps in RUN_DIR/snapshots/step_N/, a run "
-            "directory of its own at the epsilon paid by then (0 = off)"
-        },
+    sampling_seed: int = option(
+        -1,
+        "privacy",
+        "client sampling: -1 = secret OS randomness (default); N >= 0 = reproducible sampling "
+        "from seed N, and then the amplified epsilons (trusted sampler, Fed-Avg GAN's Poisson "
+        "sampling) do not hold",
     )
-    eval_every: int = field(
-        default=100, metadata={"help": "score and save sample grids every N steps (0 = off)"}
+    min_nodes: int = option(
+        0, "engine", "wait for this many nodes before starting (0 = clients-per-step)"
     )
-    eval_samples: int = field(default=1000, metadata={"help": "samples per evaluation"})
-    seed: int = field(
-        default=0,
-        metadata={
-            "help": "seed of latents and initialisation (never of client sampling or DP noise)"
-        },
+    reply_timeout: float = option(600.0, "engine", "seconds to wait for client replies")
+    max_unanswered_steps: int = option(
+        5,
+        "engine",
+        "stop the run with the first client error after this many consecutive steps in which "
+        "no asked client answered (0 = never stop)",
     )
-    sampling_seed: int = field(
-        default=-1,
-        metadata={
-            "help": "client sampling: -1 = secret OS randomness (default); N >= 0 = reproducible "
-            "sampling from seed N, and then the amplified epsilons (trusted sampler, Fed-Avg "
-            "GAN's Poisson sampling) do not hold"
-        },
-    )
-    min_nodes: int = field(
-        default=0,
-        metadata={"help": "wait for this many nodes before starting (0 = clients-per-step)"},
-    )
-    reply_timeout: float = field(
-        default=600.0, metadata={"help": "seconds to wait for client replies"}
-    )
-    max_unanswered_steps: int = field(
-        default=5,
-        metadata={
-            "help": "stop the run with the first client error after this many consecutive steps "
-            "in which no asked client answered (0 = never stop)"
-        },
-    )
-    resume: bool = field(default=False, metadata={"help": "continue from RUN_DIR's checkpoint"})
+    resume: bool = option(False, "outputs", "continue from RUN_DIR's checkpoint")
 
     @classmethod
     def from_user_config(cls, *layers: Mapping[str, Any]) -> RunConfig:
@@ -420,14 +427,22 @@ class RunConfig:
         )
 
 
-def add_arguments(parser: argparse.ArgumentParser, names: Iterable[str] | None = None) -> None:
+def add_arguments(
+    parser: argparse.ArgumentParser, names: Iterable[str] | None = None
+) -> dict[str, argparse._ArgumentGroup]:
     """One ``--key`` option per RunConfig field (or per field in ``names``), with its help and
-    default, so every command speaks the run-config's language."""
+    default, so every command speaks the run-config's language; one argument group per concern
+    (GROUPS, in its order). Returns every group by its key, so a command can add its own options
+    to a concern; a group with none of the fields has no description, and argparse shows it
+    only if the command adds to it."""
     wanted = None if names is None else set(names)
-    group = parser.add_argument_group("run config (the same keys as Flower's --run-config)")
-    for f in fields(RunConfig):
+    groups = {key: parser.add_argument_group(title) for key, (title, _) in GROUPS.items()}
+    for f in sorted(fields(RunConfig), key=lambda f: list(GROUPS).index(f.metadata["group"])):
         if wanted is not None and f.name not in wanted:
             continue
+        group = groups[f.metadata["group"]]
+        # pre-wrapped, as commands with a raw description formatter print it as it is
+        group.description = textwrap.fill(GROUPS[f.metadata["group"]][1], 76)
         option = "--" + f.name.replace("_", "-")
         help_text = f.metadata.get("help", "")
         if isinstance(f.default, bool):
@@ -436,6 +451,7 @@ def add_arguments(parser: argparse.ArgumentParser, names: Iterable[str] | None =
             group.add_argument(
                 option, type=type(f.default), default=f.default, help=f"{help_text} (%(default)s)"
             )
+    return groups
 
 
 def from_namespace(args: argparse.Namespace) -> RunConfig:

@@ -27,15 +27,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "SuperNode per client, each with a private critic kept on disk. With no options: a "
             "quick run on the embedded default data (5,000 real MNIST digits in 50 clients)."
         ),
+        epilog=RUN_CONFIG_EPILOG,
     )
     recipes.add_option(parser)
-    add_arguments(parser)
-    parser.add_argument("--clients", dest="num_clients", type=int, help="alias of --num-clients")
-    parser.add_argument("--out", dest="run_dir", help="alias of --run-dir")
-    _add_engine_options(parser)
+    groups = add_arguments(parser)
+    groups["data"].add_argument(
+        "--clients", dest="num_clients", type=int, help="alias of --num-clients"
+    )
+    groups["outputs"].add_argument("--out", dest="run_dir", help="alias of --run-dir")
+    _add_engine_options(groups["engine"])
     parser.set_defaults(handler=_run)
     _register_comm_cost(subparsers)
 
+
+RUN_CONFIG_EPILOG = (
+    "Every option in the groups above is a Flower run-config key, except the aliases --clients "
+    "and --out and the engine's --cpus-per-client, --ray-cpus, --object-store-mb, "
+    "--poll-seconds and --server-threads (this command's own): the same keys work in a recipe "
+    '(--config FILE) and in `flwr run . --run-config "key=value"`; docs/options.md lists them.'
+)
 
 COMM_COST_KEYS = (
     "dataset",
@@ -69,15 +79,15 @@ def _register_comm_cost(subparsers: argparse._SubParsersAction) -> None:
             "not depend on how long anything trained: --steps N averages over N steps."
         ),
     )
-    add_arguments(parser, COMM_COST_KEYS)
+    groups = add_arguments(parser, COMM_COST_KEYS)
     parser.add_argument("--steps", type=int, default=1, help="steps per variant (%(default)s)")
     parser.add_argument("--out", default="runs/comm-cost", help="output folder (%(default)s)")
-    _add_engine_options(parser)
+    _add_engine_options(groups["engine"])
     parser.set_defaults(handler=_run_comm_cost)
 
 
-def _add_engine_options(parser: argparse.ArgumentParser) -> None:
-    engine = parser.add_argument_group("simulation engine")
+def _add_engine_options(engine: argparse._ArgumentGroup) -> None:
+    """The simulation engine's own options (not run-config keys), in the engine group."""
     defaults = EngineOptions()
     engine.add_argument(
         "--cpus-per-client",

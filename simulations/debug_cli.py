@@ -145,9 +145,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     scenario.add_argument(
         "--threads", type=int, default=0, help="torch threads of this process; 0 = torch default"
     )
-    add_arguments(parser, GAN_KEYS)
+    engine = add_arguments(parser, GAN_KEYS)["engine"]  # the run config's groups, by concern
     parser.set_defaults(**GAN_DEFAULTS)
-    engine = parser.add_argument_group("simulation engine")
     engine.add_argument("--ray-cpus", type=int, default=0, help="CPUs Ray may use; 0 = all")
     engine.add_argument(
         "--cpus-per-client", type=float, default=1.0, help="Ray CPUs per virtual client (1.0)"

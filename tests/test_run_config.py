@@ -16,7 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_pyproject_flower_config_mirrors_run_config_defaults() -> None:
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     flower = pyproject["tool"]["flwr"]["app"]
-    assert flower["config"] == RunConfig().to_user_config()
+    defaults = RunConfig().to_user_config()
+    assert flower["config"] == defaults  # every key of each is a key of the other, same default
+    # of the same TOML type too (an int default written 1.0 would compare equal above); the
+    # table's text and grouping: tests/test_options_reference.py
+    assert {k: type(v) for k, v in flower["config"].items()} == {
+        k: type(v) for k, v in defaults.items()
+    }
     assert flower["components"] == {
         "serverapp": "fedgs.server.app:app",
         "clientapp": "fedgs.client.app:app",
