@@ -12,6 +12,7 @@ been asked, so the reported epsilon never falls below a client's own ledger.
 from __future__ import annotations
 
 import functools
+import statistics
 from collections import Counter
 from typing import Any
 
@@ -19,6 +20,7 @@ from dp_accounting import dp_event
 
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
 from fedgs.privacy.events import compose_counts, event_from_json, event_to_json
+from fedgs.privacy.json_record import JsonRecord
 
 Signature = tuple[tuple[dp_event.DpEvent, int], ...]
 
@@ -50,7 +52,7 @@ def counter(rows: list[list[Any]]) -> Counter[dp_event.DpEvent]:
     return Counter({event_from_json(e): int(n) for e, n in rows})
 
 
-class ClientLedger:
+class ClientLedger(JsonRecord):
     """Charges per client and per event; epsilon per client and the run's maximum."""
 
     def __init__(self) -> None:
@@ -166,3 +168,10 @@ class ClientLedger:
             self._charges[client] = counter(charges)
         for node, charges in data.get("unattributed", {}).items():
             self._unattributed[node] = counter(charges)
+
+
+def spread(counts: list[int]) -> dict[str, float]:
+    """Smallest, median and largest of sorted per-client counts (0 for none): a report's row."""
+    if not counts:
+        return {"min": 0, "median": 0, "max": 0}
+    return {"min": counts[0], "median": statistics.median(counts), "max": counts[-1]}

@@ -8,7 +8,6 @@ sampling rate q = m / K of that round (K may change in a deployment). Trusted-se
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from typing import Any
@@ -17,10 +16,11 @@ from dp_accounting import dp_event
 
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
 from fedgs.privacy.events import fedavg_round_event
+from fedgs.privacy.json_record import JsonRecord
 from fedgs.privacy.threat_models import ADD_REMOVE, NEIGHBOURING, THREAT_MODELS, TRUSTED_SERVER
 
 
-class FedAvgLedger:
+class FedAvgLedger(JsonRecord):
     def __init__(self, noise_multiplier: float) -> None:
         self.noise_multiplier = float(noise_multiplier)
         self._rounds: Counter[tuple[int, int]] = Counter()  # (expected m, population K) -> n
@@ -87,10 +87,3 @@ class FedAvgLedger:
         for m, k, n in data["rounds"]:
             ledger._rounds[(int(m), int(k))] = int(n)
         return ledger
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> FedAvgLedger:
-        return cls.from_dict(json.loads(text))

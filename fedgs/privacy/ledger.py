@@ -12,8 +12,6 @@ files store events; versions 1 and 2 (rows of sigma, batch size and count) still
 
 from __future__ import annotations
 
-import json
-import statistics
 from collections import Counter
 from typing import Any
 
@@ -25,7 +23,7 @@ from fedgs.privacy.accountants import (
     UnsupportedEventError,
     get_accountant,
 )
-from fedgs.privacy.client_ledger import ClientLedger, counter, rows
+from fedgs.privacy.client_ledger import ClientLedger, counter, rows, spread
 from fedgs.privacy.events import compose_counts, gswgan_query_event, trusted_sampler_event
 from fedgs.privacy.threat_models import (
     NEIGHBOURING,
@@ -185,9 +183,7 @@ class PrivacyLedger(ClientLedger):
             "queries": {
                 "clients_queried": len(counts),
                 "total": sum(counts),
-                "min": counts[0] if counts else 0,
-                "median": statistics.median(counts) if counts else 0,
-                "max": counts[-1] if counts else 0,
+                **spread(counts),
                 "counted_when": "sent (paid whether or not a reply came back)",
                 "unattributed": self.unattributed_count(),
                 "unattributed_nodes": self.unattributed_nodes(),
@@ -223,10 +219,3 @@ class PrivacyLedger(ClientLedger):
             step = trusted_sampler_event(1, int(population), int(sampled), float(sigma), int(batch))
             ledger._steps[step.event] += int(n)
         return ledger
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> PrivacyLedger:
-        return cls.from_dict(json.loads(text))

@@ -11,15 +11,13 @@ and count) still load.
 
 from __future__ import annotations
 
-import json
-import statistics
 from collections import Counter
 from typing import Any
 
 from dp_accounting import dp_event
 
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
-from fedgs.privacy.client_ledger import ClientLedger
+from fedgs.privacy.client_ledger import ClientLedger, spread
 from fedgs.privacy.teacher_events import teacher_step_event
 from fedgs.privacy.threat_models import (
     NEIGHBOURING,
@@ -74,9 +72,7 @@ class TeacherLedger(ClientLedger):
             "votes": {
                 "clients_voted": len(counts),
                 "total_steps": sum(counts),
-                "min": counts[0] if counts else 0,
-                "median": statistics.median(counts) if counts else 0,
-                "max": counts[-1] if counts else 0,
+                **spread(counts),
                 "counted_when": "sent (charged whether or not the votes came back)",
                 "unattributed": self.unattributed_count(),
             },
@@ -99,10 +95,3 @@ class TeacherLedger(ClientLedger):
         for node, rows in data.get("unattributed", {}).items():
             ledger._unattributed[node] = _step_rows(rows)
         return ledger
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> TeacherLedger:
-        return cls.from_dict(json.loads(text))
