@@ -26,6 +26,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
+from dp_accounting.dp_event import DpEvent
 from flwr.app import ArrayRecord, ConfigRecord
 from flwr.serverapp import Grid
 from tqdm.auto import tqdm
@@ -34,12 +35,14 @@ from fedgs import stopping
 from fedgs.comm import message_bytes
 from fedgs.metrics import GeneratorScores, save_class_grid
 from fedgs.metrics.evaluator import GeneratorEvaluator
+from fedgs.privacy.client_ledger import ClientLedger
 from fedgs.privacy.client_sampling import ClientSampling
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for
 from fedgs.server.checkpoint import load_checkpoint, restore_sampler, save_checkpoint
 from fedgs.server.replies import NodeIdentities
 from fedgs.server.silence import AnswerWatch
+from fedgs.server.target_stop import would_pass
 from fedgs.training.run_dir import RunDirectory, write_atomic
 
 logger = logging.getLogger("fedgs.server")
@@ -130,6 +133,13 @@ class FederatedRun(ABC):
         """Whether the next step could take the run past its target epsilon (default: no
         target)."""
         return False
+
+    def next_step_passes(
+        self, ledger: ClientLedger, event: DpEvent, askable: list[str | None], asked: int
+    ) -> bool:
+        """``target_stop.would_pass`` at the run's target, delta and accountant."""
+        c = self.config
+        return would_pass(ledger, event, askable, asked, c.target_epsilon, c.delta, c.accountant)
 
     @abstractmethod
     def privacy_row(self) -> dict:

@@ -16,7 +16,6 @@ from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import LEDGER_NAME
 from fedgs.server.federated_run import METRIC_COLUMNS, FederatedRun, wait_for_nodes
 from fedgs.server.gswgan_strategy import GSWGANStrategy
-from fedgs.server.target_stop import would_pass
 from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.public_pretraining import pretrain_on_public_digits, public_data_record
@@ -86,15 +85,7 @@ class GSWGANRun(FederatedRun):
             nodes = self.strategy.least_queried_worst_case(nodes)
         askable = [self.identities.client_of(node) for node in nodes]
         query = gswgan_query_event(c.noise_multiplier, c.batch_size)
-        return would_pass(
-            self.ledger,
-            query,
-            askable,
-            c.clients_per_step,
-            c.target_epsilon,
-            c.delta,
-            c.accountant,
-        )
+        return self.next_step_passes(self.ledger, query, askable, c.clients_per_step)
 
     def privacy_row(self) -> dict:
         c = self.config

@@ -20,7 +20,6 @@ from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.privacy.threat_models import REPLACE_ONE
 from fedgs.run_config import RunConfig
 from fedgs.server.federated_run import FederatedRun, wait_for_nodes
-from fedgs.server.target_stop import would_pass
 from fedgs.server.teacher_strategy import TeacherStrategy
 from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
@@ -83,15 +82,7 @@ class TeacherRun(FederatedRun):
         if c.target_epsilon <= 0:
             return False
         askable = [self.identities.client_of(node) for node in sorted(grid.get_node_ids())]
-        return would_pass(
-            self.ledger,
-            self.step_event(),
-            askable,
-            c.teachers_per_step,
-            c.target_epsilon,
-            c.delta,
-            c.accountant,
-        )
+        return self.next_step_passes(self.ledger, self.step_event(), askable, c.teachers_per_step)
 
     def privacy_row(self) -> dict:
         c = self.config
