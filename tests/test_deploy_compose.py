@@ -10,6 +10,7 @@ holder mounts only its own key, state, data, secret and allowlist.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -329,11 +330,20 @@ def test_compose_1_29_accepts_the_file() -> None:
     """Debian's Compose 1.29 validates the file (profiles need 1.28+; no top-level name)."""
     if shutil.which("docker-compose") is None:
         pytest.skip("docker-compose (1.29) is not installed")
+    # the system's Python tool, run without this test run's environment (a virtualenv's or a
+    # test's PYTHONPATH once gave it a foreign `cryptography`)
+    env = {"PATH": os.defpath, "HOME": os.environ.get("HOME", "/")}
+    version = subprocess.run(
+        ["docker-compose", "version"], capture_output=True, text=True, timeout=120, env=env
+    )
+    if version.returncode != 0:
+        pytest.skip(f"docker-compose does not start here: {version.stderr.strip()[-300:]}")
     done = subprocess.run(
         ["docker-compose", "-f", str(ROOT / "docker-compose.yml"), "-p", "fedgs", "config", "-q"],
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
 
