@@ -16,8 +16,6 @@ from deploy_support import SMALL, live_processes_of, rows, wait_for
 from fedgs.deploy import ports, topology
 from fedgs.deploy.launcher import LocalDeployment, LocalOptions
 
-pytestmark = pytest.mark.slow
-
 
 def _command(out: Path, steps: int) -> list[str]:
     run_config = " ".join(
@@ -30,6 +28,8 @@ def _command(out: Path, steps: int) -> list[str]:
 
 
 def test_three_supernodes_with_tls_and_authentication_end_to_end(tmp_path: Path) -> None:
+    """In the fast tier on purpose (not marked slow): the real deployment a plain
+    `python -m pytest -q` runs; the other tests here are the slow tier's."""
     out = tmp_path / "deployment"
     done = subprocess.run(
         _command(out, steps=3), capture_output=True, text=True, timeout=1200, start_new_session=True
@@ -73,6 +73,7 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     """The launcher starts with SIGINT ignored, as a CI script's background job (`cmd &`) does
     to its commands: the launcher must take Ctrl-C all the same (it once ran on and exited 0
@@ -101,6 +102,7 @@ def test_ctrl_c_stops_every_process(tmp_path: Path) -> None:
     wait_for(lambda: not live_processes_of(out), "every process to exit", timeout=30)
 
 
+@pytest.mark.slow
 def test_a_second_deployment_in_the_same_directory_starts(tmp_path: Path) -> None:
     """Same certificates, keys and SuperLink database: the keys are known already and the
     nodes were left online in the database only as long as a clean stop lets them be."""
@@ -126,6 +128,7 @@ def _mode(path: Path) -> int:
     return path.stat().st_mode & 0o777
 
 
+@pytest.mark.slow
 def test_a_second_run_in_the_same_out_gets_its_own_run_directory(tmp_path: Path) -> None:
     """Issue 46: the second run overwrote the first's generator, ledger and privacy report and
     appended its steps to the first's metrics (1, 2, 1, 2)."""

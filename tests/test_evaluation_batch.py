@@ -64,6 +64,7 @@ def _with_clients(run: Path, clients: int) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_controls_are_cached_per_split_and_settings(tmp_path: Path, counted) -> None:
     first, second = make_run(tmp_path / "first"), make_run(tmp_path / "second")
     options = EvaluationOptions(**SMALL)
@@ -101,6 +102,7 @@ def test_controls_are_cached_per_split_and_settings(tmp_path: Path, counted) -> 
     assert len(_baseline_files(tmp_path)) == 6
 
 
+@pytest.mark.slow
 def test_a_changed_domain_classifier_invalidates_the_controls(tmp_path: Path, counted) -> None:
     """The controls' feature figures come from the domain classifier: other weights, other key."""
     run = make_run(tmp_path / "run")

@@ -1,15 +1,15 @@
-"""Real Flower simulations (Ray engine, no mocks): a few GS-WGAN steps with a handful of clients."""
+"""Real Flower simulations (Ray engine, no mocks): a few GS-WGAN steps with a handful of clients.
+
+In the fast tier on purpose (not marked slow): a plain `python -m pytest -q` runs the real
+simulation engine here."""
 
 from __future__ import annotations
 
-import pytest
 from flower_apps import TAMPERED, recording_server_app, simulate, tampering_client_app
 
 from fedgs.client.gswgan_session import GSWGANSession
 from fedgs.protocols import common, gswgan
 from fedgs.run_config import RunConfig
-
-pytestmark = pytest.mark.slow
 
 SMALL = {
     "num-clients": 5,
