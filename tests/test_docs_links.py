@@ -155,10 +155,16 @@ def test_the_readme_is_short() -> None:
 
 
 def test_the_readme_keeps_ci_s_commands() -> None:
-    """.ci/run runs the README's first command and its test command."""
+    """.ci/run runs the README's first command, its test command (the fast tier) and then the
+    slow tier, each as the README gives it."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "pip install . && fedgs simulate --out runs/first" in readme
     assert "\n```bash\npython -m pytest -q\n```\n" in readme
+    assert "`python -m pytest -q -m slow`" in readme
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert "fedgs simulate --steps 3 --out .ci-first-run" in "\n".join(ci)
+    fast, slow = ci.index("python -m pytest -q"), ci.index("python -m pytest -q -m slow")
+    assert fast < slow
 
 
 def test_the_checks_fail_on_what_they_guard_against(tmp_path: Path) -> None:
