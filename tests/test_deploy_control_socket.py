@@ -20,7 +20,6 @@ from fedgs.deploy import control, topology
 from fedgs.deploy.launcher import SUPERLINK_READY
 from fedgs.deploy.unix_socket import socket_path, unix_address
 
-pytestmark = pytest.mark.slow
 INSECURE = topology.Security(tls=False, node_auth=False)
 
 

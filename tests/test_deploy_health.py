@@ -15,14 +15,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from deploy_support import wait_for
 
 from fedgs.deploy import health, topology
 from fedgs.deploy.certs import generate_tls
 from fedgs.deploy.launcher import HOST, SUPERLINK_READY, free_port
-
-pytestmark = pytest.mark.slow
 
 
 def _probe(ca: Path, sock: Path, port: int) -> subprocess.CompletedProcess[str]:
