@@ -10,6 +10,7 @@ UNTRUSTED_SERVER = "untrusted-server"
 TRUSTED_SAMPLER = "trusted-sampler"
 TRUSTED_SERVER = "trusted-server"
 TRUSTED_AGGREGATOR = "trusted-aggregator"
+SECURE_AGGREGATION = "secure-aggregation"
 THREAT_MODELS: dict[str, str] = {
     UNTRUSTED_SERVER: (
         "the server knows which client it asked: no amplification by subsampling; a client's "
@@ -27,6 +28,14 @@ THREAT_MODELS: dict[str, str] = {
         "teacher ensembles (DataLens TopAgg, PATE-GAN): clients send unnoised votes; the server is "
         "trusted to aggregate them and add the noise before anything is used; a client's epsilon "
         "composes every step it was asked in (no amplification by subsampling claimed)"
+    ),
+    SECURE_AGGREGATION: (
+        "secure aggregation (distributed discrete Gaussian): each client adds its share of the "
+        "noise and the server, honest but curious, sees only the cohort's sum mod 2^k; it may "
+        "collude with up to t-1 clients, whose noise it then knows, so the epsilon counts only "
+        "the noise of the m_min - colluders honest survivors the protocol must have; a client's "
+        "epsilon composes every step it took part in (the server knows the cohort: no "
+        "amplification); NOT covered: a server that fills cohorts with Sybil clients it runs"
     ),
 }
 
