@@ -70,3 +70,20 @@ def test_checkout_first_on_sys_path_imports_the_mapped_subpackages() -> None:
     assert Path(client) == ROOT / "client" / "__init__.py"
     assert Path(server) == ROOT / "server" / "__init__.py"
     assert Path(simulations) == ROOT / "simulations" / "__init__.py"
+
+
+def test_every_package_folder_is_listed_for_the_wheel() -> None:
+    """pyproject.toml lists packages explicitly: a new folder missing there imports from a
+    checkout or an editable install but is absent from a regular `pip install .`."""
+    import tomllib
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {"fedgs": ROOT / "fedgs"} | {
+        name: ROOT / path for name, path in setuptools["package-dir"].items()
+    }
+    found = set()
+    for name, folder in folders.items():
+        for init in folder.rglob("__init__.py"):
+            parts = init.parent.relative_to(folder).parts
+            found.add(".".join((name, *parts)))
+    assert found <= set(setuptools["packages"]), sorted(found - set(setuptools["packages"]))
