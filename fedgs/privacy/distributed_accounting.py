@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+from dp_accounting import dp_event
 from scipy import optimize
 
 from fedgs.privacy.distributed_noise import DistributedNoiseParams
@@ -155,3 +156,16 @@ def distributed_epsilon(
         params.bits,
         params.gamma,
     )
+
+
+def step_event(params: DistributedNoiseParams, relation: str) -> dp_event.GaussianDpEvent:
+    """One secure sum as the Gaussian event of the same zero-concentrated bound, for ledgers.
+
+    The third bound above is alpha/2 * (s2 + tau sqrt(d))^2 at every order: exactly the RDP of a
+    Gaussian of noise multiplier 1 / (s2 + tau sqrt(d)). So a ledger that composes Gaussian
+    events with an RDP accountant composes secure steps too, with the client's other queries,
+    never below this module's own figure (which takes the least of the three bounds)."""
+    l2, _ = sensitivities(params, relation)
+    n, d = params.noisy_clients, params.padded_dimension
+    s2 = l2 / (math.sqrt(n) * params.client_sigma)
+    return dp_event.GaussianDpEvent(1.0 / (s2 + sum_tau(params.client_sigma, n) * math.sqrt(d)))
