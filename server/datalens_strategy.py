@@ -11,18 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from dp_accounting import dp_event
 from flwr.app import ArrayRecord, Message
 
 from fedgs.privacy.teacher_events import datalens_step_event
-from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.privacy.topagg import aggregate_votes
 from fedgs.protocols import common, datalens
 from fedgs.protocols.common import PIXELS
 from fedgs.run_config import RunConfig
-from fedgs.server.replies import NodeIdentities
 from fedgs.server.teacher_strategy import TeacherStrategy
 from fedgs.training.generator import GeneratorTrainer
 
@@ -54,21 +51,8 @@ class DataLensStrategy(TeacherStrategy):
     message_type = datalens.QUERY
     name = "DataLens"
     strategy = "datalens"
-
-    def __init__(
-        self,
-        trainer: GeneratorTrainer,
-        ledger: TeacherLedger,
-        sampler: np.random.Generator,
-        settings: DataLensSettings,
-        wire_dtype: str = "float32",
-        identities: NodeIdentities | None = None,
-    ) -> None:
-        super().__init__(ledger, sampler, settings.teachers_per_step, identities)
-        self.trainer = trainer
-        self.settings = settings
-        self.wire_dtype = wire_dtype
-        self.step_event()  # validates the noise before the first step
+    trainer: GeneratorTrainer
+    settings: DataLensSettings
 
     def query(self, server_round: int) -> dict[str, ArrayRecord]:
         (query,) = self.trainer.propose(1)

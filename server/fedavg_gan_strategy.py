@@ -23,13 +23,7 @@ from fedgs.privacy import FedAvgLedger
 from fedgs.privacy.dp_fedavg import clip_delta, noisy_mean
 from fedgs.protocols import common, fedavg_gan
 from fedgs.server.online import online_nodes
-from fedgs.server.replies import (
-    NodeIdentities,
-    ServerScoredStrategy,
-    StepOutcome,
-    check_policy_used,
-    expected_replies,
-)
+from fedgs.server.replies import NodeIdentities, ServerScoredStrategy, StepOutcome
 from fedgs.training.fedavg_gan import FedAvgGANTrainer, critic_weights
 
 logger = logging.getLogger("fedgs.server")
@@ -37,6 +31,9 @@ logger = logging.getLogger("fedgs.server")
 
 class FedAvgGANStrategy(ServerScoredStrategy):
     """Fed-Avg GAN in the shape of a Flower strategy (configure / aggregate per round)."""
+
+    trainer: FedAvgGANTrainer
+    ledger: FedAvgLedger
 
     def __init__(
         self,
@@ -47,15 +44,11 @@ class FedAvgGANStrategy(ServerScoredStrategy):
         identities: NodeIdentities | None = None,
         node_wait: float = 600.0,
     ) -> None:
-        self.trainer = trainer
-        self.ledger = ledger
-        self.sampler = sampler
-        self.wire_dtype = wire_dtype
-        self.identities = identities or NodeIdentities()
+        super().__init__(trainer, ledger, sampler, wire_dtype, identities, node_wait)
         self._pending: set[int] = set()
         self._population = 0
-        self.last_outcome: StepOutcome | None = None
-        self.node_wait = node_wait  # s a round waits for a node while none is online
+        # the critic's parameter shapes: what a reply's delta must have
+        self._shapes = {n: tuple(p.shape) for n, p in trainer.critic.named_parameters()}
 
     @property
     def population(self) -> int:
@@ -101,32 +94,22 @@ class FedAvgGANStrategy(ServerScoredStrategy):
             messages.append(Message(content, dst_node_id=node, message_type=fedavg_gan.QUERY))
         return messages
 
-    def _clipped_delta(
-        self, reply: Message, shapes: dict[str, tuple[int, ...]]
-    ) -> tuple[list, float]:
+    def asked(self) -> dict[str, float | int | str]:
+        return {"strategy": "fedavg-gan", "batch-size": self.trainer.config.batch_size}
+
+    def decode(self, reply: Message) -> tuple[list, float]:
         """The reply's delta clipped to S, and its norm as received (before the clip)."""
-        self.identities.learn(reply)
-        check_policy_used(
-            reply, {"strategy": "fedavg-gan", "batch-size": self.trainer.config.batch_size}
-        )
         record = common.required(reply.content, fedavg_gan.DELTA, "reply")
-        delta = fedavg_gan.decode_arrays(record, shapes, "delta")
-        return clip_delta([delta[name] for name in shapes], self.trainer.config.clip_norm)
+        delta = fedavg_gan.decode_arrays(record, self._shapes, "delta")
+        return clip_delta([delta[name] for name in self._shapes], self.trainer.config.clip_norm)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         c = self.trainer.config
-        shapes = {n: tuple(p.shape) for n, p in self.trainer.critic.named_parameters()}
         outcome = StepOutcome(sampled=len(self._pending))
         clipped = []
-        for reply in expected_replies(replies, self._pending, outcome):
-            node = reply.metadata.src_node_id
-            try:
-                delta, norm = self._clipped_delta(reply, shapes)
-            except (common.ProtocolError, ValueError, TypeError) as error:
-                outcome.drop(node, error)
-                continue
+        for _, (delta, norm) in self.valid_replies(replies, self._pending, outcome):
             clipped.append(delta)
             outcome.diagnostics.append(
                 {"received-delta-norm": norm, "received-delta-clipped": float(norm > c.clip_norm)}
@@ -134,12 +117,12 @@ class FedAvgGANStrategy(ServerScoredStrategy):
         outcome.close(self._pending, server_round, unit="round")
         self._pending = set()
         expected = min(c.clients_per_round, self._population)
-        mean = noisy_mean(clipped, list(shapes.values()), c.clip_norm, c.noise_multiplier, expected)
-        self.trainer.apply(dict(zip(shapes, mean, strict=True)))
-        outcome.answered = len(clipped)
-        outcome.dropped = outcome.sampled - outcome.answered
-        self.last_outcome = outcome
-        return None, outcome.metrics(
+        shapes = list(self._shapes.values())
+        mean = noisy_mean(clipped, shapes, c.clip_norm, c.noise_multiplier, expected)
+        self.trainer.apply(dict(zip(self._shapes, mean, strict=True)))
+        return self.finish(
+            outcome,
+            len(clipped),
             received_delta_norm_mean=outcome.mean("received-delta-norm"),
             received_delta_clipped_fraction=outcome.mean("received-delta-clipped"),
         )

@@ -24,20 +24,17 @@ from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.events import gswgan_query_event
 from fedgs.protocols import common, gswgan
 from fedgs.server.online import online_nodes, warn_if_short
-from fedgs.server.replies import (
-    NodeIdentities,
-    ServerScoredStrategy,
-    StepOutcome,
-    check_policy_used,
-    expected_replies,
-)
+from fedgs.server.replies import ChargingStrategy, NodeIdentities, StepOutcome
 from fedgs.training.generator import GeneratorTrainer
 
 logger = logging.getLogger("fedgs.server")
 
 
-class GSWGANStrategy(ServerScoredStrategy):
+class GSWGANStrategy(ChargingStrategy):
     """Federated GS-WGAN in the shape of a Flower strategy (configure / aggregate per step)."""
+
+    trainer: GeneratorTrainer
+    ledger: PrivacyLedger
 
     def __init__(
         self,
@@ -50,17 +47,11 @@ class GSWGANStrategy(ServerScoredStrategy):
         least_queried: bool = False,
         node_wait: float = 600.0,
     ) -> None:
-        self.trainer = trainer
-        self.ledger = ledger
-        self.sampler = sampler
+        super().__init__(trainer, ledger, sampler, wire_dtype, identities, node_wait)
         self.clients_per_step = clients_per_step
-        self.wire_dtype = wire_dtype
-        self.identities = identities or NodeIdentities()
         self.least_queried = least_queried
         self._slots: dict[int, int] = {}  # node id -> index of its query in this step
         self._population = 0
-        self.last_outcome: StepOutcome | None = None
-        self.node_wait = node_wait
 
     def summary(self) -> None:
         config = self.trainer.config
@@ -145,56 +136,32 @@ class GSWGANStrategy(ServerScoredStrategy):
     def record_sent(self, nodes: list[int]) -> None:
         """Every query is paid when sent, at the asked sigma and the batch sent, and the step
         counts for the trusted-sampler figure: a reply lost to a timeout or a crash stays paid."""
-        self.charge(nodes, self.ledger)
         config = self.trainer.config
+        self.charge(nodes, gswgan_query_event(config.noise_multiplier, config.batch_size))
         self.ledger.record_step(
             len(nodes), self._population, config.noise_multiplier, config.batch_size
         )
 
-    def charge(self, nodes: list[int], ledger: PrivacyLedger) -> None:
-        """One query to each node's client in ``ledger``. A node whose client is not known yet
-        is charged unattributed: it counts for every client until a reply names its client."""
+    def decode(self, reply: Message) -> torch.Tensor:
         config = self.trainer.config
-        query = gswgan_query_event(config.noise_multiplier, config.batch_size)
-        for node in nodes:
-            client = self.identities.client_of(node)
-            if client is not None:
-                ledger.record(client, query)
-            else:
-                ledger.record_unattributed(self.identities.label(node), query)
-
-    def _learn(self, reply: Message) -> None:
-        """Bind the reply's node to its client (its unattributed queries become that client's)."""
-        node = reply.metadata.src_node_id
-        client = self.identities.learn(reply)
-        self.ledger.attribute(self.identities.label(node), client)
+        bound = gswgan.plausible_magnitude(config.clip_norm, config.noise_multiplier)
+        record = common.required(reply.content, gswgan.SANITIZED, "reply")
+        return gswgan.decode_gradient(record, config.batch_size, bound)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        config = self.trainer.config
         outcome = StepOutcome(sampled=len(self._slots))
         gradients: list[torch.Tensor | None] = [None] * len(self._slots)
-        bound = gswgan.plausible_magnitude(config.clip_norm, config.noise_multiplier)
         unanswered = set(self._slots)
-        for reply in expected_replies(replies, unanswered, outcome):
-            node = reply.metadata.src_node_id
-            try:
-                self._learn(reply)
-                check_policy_used(reply, self.asked())
-                record = common.required(reply.content, gswgan.SANITIZED, "reply")
-                rows = gswgan.decode_gradient(record, config.batch_size, bound)
-            except (common.ProtocolError, ValueError, TypeError) as error:
-                outcome.drop(node, error)
-                continue
+        for node, rows in self.valid_replies(replies, unanswered, outcome):
             gradients[self._slots[node]] = rows
             outcome.diagnostics.append({"received-row-norm": float(rows.norm(dim=1).mean())})
         outcome.close(unanswered, server_round)
         self._slots = {}
-        outcome.answered = self.trainer.apply(gradients) // config.batch_size
-        outcome.dropped = outcome.sampled - outcome.answered
-        self.ledger.record_outcomes(
-            outcome.answered, outcome.dropped - outcome.no_reply, outcome.no_reply
+        answered = self.trainer.apply(gradients) // self.trainer.config.batch_size
+        dropped = outcome.sampled - answered
+        self.ledger.record_outcomes(answered, dropped - outcome.no_reply, outcome.no_reply)
+        return self.finish(
+            outcome, answered, received_row_norm_mean=outcome.mean("received-row-norm")
         )
-        self.last_outcome = outcome
-        return None, outcome.metrics(received_row_norm_mean=outcome.mean("received-row-norm"))

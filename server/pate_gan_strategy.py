@@ -17,10 +17,8 @@ from flwr.app import ArrayRecord, Message
 
 from fedgs.privacy.pate import noisy_labels
 from fedgs.privacy.teacher_events import pate_step_event
-from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.protocols import common, pate_gan
 from fedgs.run_config import RunConfig
-from fedgs.server.replies import NodeIdentities
 from fedgs.server.teacher_strategy import TeacherStrategy
 from fedgs.training.pate_gan import PateGANTrainer
 
@@ -50,21 +48,8 @@ class PateGANStrategy(TeacherStrategy):
     message_type = pate_gan.QUERY
     name = "PATE-GAN"
     strategy = "pate-gan"
-
-    def __init__(
-        self,
-        trainer: PateGANTrainer,
-        ledger: TeacherLedger,
-        sampler: np.random.Generator,
-        settings: PateSettings,
-        wire_dtype: str = "float32",
-        identities: NodeIdentities | None = None,
-    ) -> None:
-        super().__init__(ledger, sampler, settings.teachers_per_step, identities)
-        self.trainer = trainer
-        self.settings = settings
-        self.wire_dtype = wire_dtype
-        self.step_event()  # validates the noise before the first step
+    trainer: PateGANTrainer
+    settings: PateSettings
 
     @property
     def ballot_size(self) -> int:

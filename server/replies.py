@@ -12,15 +12,21 @@ size or strategy). How the kept ones are decoded and aggregated stays with each 
 from __future__ import annotations
 
 import logging
+from abc import abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from dp_accounting import dp_event
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from fedgs.protocols import common
+
+if TYPE_CHECKING:
+    from fedgs.privacy.client_ledger import ClientLedger
 
 logger = logging.getLogger("fedgs.server")
 
@@ -149,7 +155,63 @@ def check_policy_used(reply: Message, asked: dict[str, float | int | str]) -> No
 
 
 class ServerScoredStrategy(Strategy):
-    """A strategy whose clients hold no evaluation job: samples are scored on the server."""
+    """A fedgs strategy: its clients hold no evaluation job (samples are scored on the server),
+    and every reply passes the same checks (``valid_replies``) before its payload is used."""
+
+    def __init__(
+        self,
+        trainer: Any,
+        ledger: Any,
+        sampler: np.random.Generator,
+        wire_dtype: str = "float32",
+        identities: NodeIdentities | None = None,
+        node_wait: float = 600.0,
+    ) -> None:
+        self.trainer = trainer
+        self.ledger = ledger
+        self.sampler = sampler
+        self.wire_dtype = wire_dtype
+        self.identities = identities or NodeIdentities()
+        self.node_wait = node_wait  # s a step waits for a node while none is online
+        self.last_outcome: StepOutcome | None = None
+
+    @abstractmethod
+    def asked(self) -> dict[str, float | int | str]:
+        """The policy every query of the step asks for (``check_policy_used``)."""
+
+    @abstractmethod
+    def decode(self, reply: Message) -> Any:
+        """A reply's payload, or ProtocolError: the only thing taken from a reply."""
+
+    def learn(self, reply: Message) -> None:
+        """Bind the reply's node to the client it names (ProtocolError if it names another)."""
+        self.identities.learn(reply)
+
+    def valid_replies(
+        self, replies: Iterable[Message], pending: set[int], outcome: StepOutcome
+    ) -> Iterator[tuple[int, Any]]:
+        """(node, payload) of each expected reply that names its node's client and the policy
+        asked and decodes; any other is dropped into ``outcome`` with its reason."""
+        for reply in expected_replies(replies, pending, outcome):
+            node = reply.metadata.src_node_id
+            try:
+                self.learn(reply)
+                check_policy_used(reply, self.asked())
+                payload = self.decode(reply)
+            except (common.ProtocolError, ValueError, TypeError) as error:
+                outcome.drop(node, error)
+                continue
+            yield node, payload
+
+    def finish(
+        self, outcome: StepOutcome, answered: int, **diagnostics: float | None
+    ) -> tuple[None, MetricRecord]:
+        """``aggregate_train``'s result: the step's counts (what was not answered was dropped)
+        and diagnostics; the outcome is kept as ``last_outcome``."""
+        outcome.answered = answered
+        outcome.dropped = outcome.sampled - answered
+        self.last_outcome = outcome
+        return None, outcome.metrics(**diagnostics)
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
@@ -160,3 +222,27 @@ class ServerScoredStrategy(Strategy):
         self, server_round: int, replies: Iterable[Message]
     ) -> MetricRecord | None:
         return None
+
+
+class ChargingStrategy(ServerScoredStrategy):
+    """A strategy whose ledger charges each client it queries (``ClientLedger``).
+
+    A query is paid when sent: to the node's client when a reply has named it, else to the
+    node's label (counting for every client), moved to the client at the node's first reply.
+    """
+
+    ledger: ClientLedger
+
+    def charge(self, nodes: Iterable[int], event: dp_event.DpEvent) -> None:
+        """One ``event`` to each node's client (unattributed while its client is unknown)."""
+        for node in nodes:
+            client = self.identities.client_of(node)
+            if client is None:
+                self.ledger.record_unattributed(self.identities.label(node), event)
+            else:
+                self.ledger.record(client, event)
+
+    def learn(self, reply: Message) -> None:
+        """Bind the reply's node to its client and move the node's earlier charges to it."""
+        node = reply.metadata.src_node_id
+        self.ledger.attribute(self.identities.label(node), self.identities.learn(reply))

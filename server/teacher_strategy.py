@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from abc import abstractmethod
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from dp_accounting import dp_event
@@ -30,49 +30,50 @@ from flwr.serverapp import Grid
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.protocols import common
 from fedgs.server.online import online_nodes, warn_if_short
-from fedgs.server.replies import (
-    NodeIdentities,
-    ServerScoredStrategy,
-    StepOutcome,
-    check_policy_used,
-    expected_replies,
-)
+from fedgs.server.replies import ChargingStrategy, NodeIdentities, StepOutcome
 
 logger = logging.getLogger("fedgs.server")
 
 
-class TeacherStrategy(ServerScoredStrategy):
+class TeacherSettings(Protocol):
+    """What the template reads of a strategy's settings."""
+
+    @property
+    def teachers_per_step(self) -> int: ...
+
+
+class TeacherStrategy(ChargingStrategy):
     """Sampling, messaging, validation and cost recording; subclasses aggregate the votes."""
 
     message_type = ""
     name = ""
     strategy = ""  # the run-config name a reply's policy must match
-    node_wait = 600.0  # s a step waits for a node while none is online (a run: reply-timeout)
+    ledger: TeacherLedger
 
     def __init__(
         self,
+        trainer: Any,
         ledger: TeacherLedger,
         sampler: np.random.Generator,
-        teachers_per_step: int,
+        settings: TeacherSettings,
+        wire_dtype: str = "float32",
         identities: NodeIdentities | None = None,
     ) -> None:
+        """``node_wait`` (s a step waits while no node is online) is set by the run:
+        reply-timeout."""
+        teachers_per_step = settings.teachers_per_step
         if teachers_per_step < 1:
             raise ValueError(f"teachers per step must be >= 1, got {teachers_per_step}")
-        self.ledger = ledger
-        self.sampler = sampler
+        super().__init__(trainer, ledger, sampler, wire_dtype, identities)
+        self.settings = settings
         self.teachers_per_step = teachers_per_step
-        self.identities = identities or NodeIdentities()
         self._pending: set[int] = set()
-        self.last_outcome: StepOutcome | None = None
+        self.step_event()  # validates the noise before the first step
 
     # --- what a subclass provides
     @abstractmethod
     def query(self, server_round: int) -> dict[str, ArrayRecord]:
         """This step's query (the same for every sampled teacher)."""
-
-    @abstractmethod
-    def decode(self, reply: Message) -> Any:
-        """A reply's votes, or ProtocolError: the only thing taken from a reply."""
 
     @abstractmethod
     def step_event(self) -> dp_event.DpEvent:
@@ -110,13 +111,7 @@ class TeacherStrategy(ServerScoredStrategy):
     ) -> Iterable[Message]:
         nodes = self.sample_nodes(grid, server_round)
         self._pending = set(nodes)
-        step = self.step_event()
-        for node in nodes:  # paid when asked, before the query leaves
-            client = self.identities.client_of(node)
-            if client is None:
-                self.ledger.record_unattributed(self.identities.label(node), step)
-            else:
-                self.ledger.record(client, step)
+        self.charge(nodes, self.step_event())  # paid when asked, before the query leaves
         records = self.query(server_round)
         return [
             Message(
@@ -127,27 +122,15 @@ class TeacherStrategy(ServerScoredStrategy):
             for node in nodes
         ]
 
-    def _validate(self, reply: Message) -> Any:
-        """The reply's votes; binds its node to its client (moving the node's earlier charges)."""
-        node = reply.metadata.src_node_id
-        self.ledger.attribute(self.identities.label(node), self.identities.learn(reply))
-        check_policy_used(reply, {"strategy": self.strategy})
-        return self.decode(reply)
+    def asked(self) -> dict[str, float | int | str]:
+        return {"strategy": self.strategy}
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         outcome = StepOutcome(sampled=len(self._pending))
-        votes = []
-        for reply in expected_replies(replies, self._pending, outcome):
-            try:
-                votes.append(self._validate(reply))
-            except (common.ProtocolError, ValueError, TypeError) as error:
-                outcome.drop(reply.metadata.src_node_id, error)
+        votes = [vote for _, vote in self.valid_replies(replies, self._pending, outcome)]
         outcome.close(self._pending, server_round)
         self._pending = set()
         diagnostics = self.aggregate(votes, outcome.sampled) if votes else self.skip()
-        outcome.answered = len(votes)
-        outcome.dropped = outcome.sampled - outcome.answered
-        self.last_outcome = outcome
-        return None, outcome.metrics(**diagnostics)
+        return self.finish(outcome, len(votes), **diagnostics)
