@@ -38,22 +38,21 @@ def test_stage_messages_survive_serialization_with_64_bit_ids_and_a_vector() -> 
         "ids": [2**64 - 1, 7],
         "ciphertexts": [b"a", b"bc"],
         "empty": [],
-        "vector": np.arange(5, dtype=np.uint64) + 2**31,
+        "masked": np.arange(5, dtype=np.uint64) + 2**31,
     }
     back = secagg.read_stage(_through_the_wire(secagg.stage_content(message)))
     assert back["ids"] == [2**64 - 1, 7] and back["ciphertexts"] == [b"a", b"bc"]
     assert back["empty"] == [] and back["stage"] == "masked_input"
-    np.testing.assert_array_equal(back["vector"].astype(np.uint64), message["vector"])
+    np.testing.assert_array_equal(back["masked"].astype(np.uint64), message["masked"])
 
 
 def test_malformed_stage_messages_are_refused() -> None:
     with pytest.raises(ProtocolError, match="'secagg' ConfigRecord"):
         secagg.read_stage(RecordDict({"other": ConfigRecord({"stage": "unmask"})}))
-    content = secagg.stage_content({"stage": "x", "vector": np.zeros(3, dtype=np.int64)})
-    content.array_records[secagg.VECTOR_RECORD]["extra"] = content.array_records[
-        secagg.VECTOR_RECORD
-    ][secagg.VECTOR]
-    with pytest.raises(ProtocolError, match="exactly the array"):
+    content = secagg.stage_content({"stage": "x", "masked": np.zeros(3, dtype=np.int64)})
+    vectors = content.array_records[secagg.VECTOR_RECORD]
+    vectors["extra"] = vectors["masked"]
+    with pytest.raises(ProtocolError, match="exactly one array"):
         secagg.read_stage(content)
     with pytest.raises(ValueError, match="one vector"):
         secagg.stage_content({"a": np.zeros(2), "b": np.zeros(2)})

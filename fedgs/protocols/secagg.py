@@ -7,8 +7,8 @@ threshold, fewest survivors, vector length, graph degree, this node's neighbours
 rotation seed). The client answers it with the strategy's usual identity and ``policy-used``
 records and its advertised keys in ConfigRecord ``secagg``: its contribution stays on the node.
 The later stages travel as message type ``train.secagg``: ConfigRecord ``secagg`` holds the
-stage message (``stage`` names it), and the one vector (the masked input) travels as the int64
-array ``vector`` of ArrayRecord ``secagg-vector``. Values are what ``fedgs.secagg`` reads:
+stage message (``stage`` names it), and its one vector (the masked input), if any, travels as an
+int64 array of ArrayRecord ``secagg-vector`` under the message's own name for it. Values are what ``fedgs.secagg`` reads:
 ints (node ids up to 2^64 - 1), strings, bytes and lists of them.
 
 Every decoder checks types and fields and raises ``ProtocolError``; ``fedgs.secagg`` checks
@@ -28,13 +28,7 @@ from fedgs.privacy.distributed_noise import MIN_SEED_BYTES, DistributedNoisePara
 from fedgs.protocols.common import ProtocolError
 
 SECAGG = "train.secagg"  # the message type of the stages after the query
-SETUP, NOISE, STAGE, VECTOR_RECORD, VECTOR = (
-    "secagg-setup",
-    "secagg-noise",
-    "secagg",
-    "secagg-vector",
-    "vector",
-)
+SETUP, NOISE, STAGE, VECTOR_RECORD = "secagg-setup", "secagg-noise", "secagg", "secagg-vector"
 ROTATION_SEED = "rotation-seed"
 _NOISE_FIELDS = {f.name: f.type for f in fields(DistributedNoiseParams)}
 
@@ -63,12 +57,13 @@ def read_stage(content: RecordDict) -> dict[str, object]:
     message: dict[str, object] = dict(content.config_records[STAGE])
     if VECTOR_RECORD in content.array_records:
         arrays = content.array_records[VECTOR_RECORD]
-        if set(arrays) - {VECTOR} or VECTOR not in arrays:
-            raise ProtocolError(f"'{VECTOR_RECORD}' must hold exactly the array '{VECTOR}'")
-        values = arrays[VECTOR].numpy()
-        if values.dtype != np.int64 or values.ndim != 1:
-            raise ProtocolError(f"'{VECTOR}' must be a one-dimensional int64 array")
-        message[VECTOR] = values
+        if len(arrays) != 1:
+            raise ProtocolError(f"'{VECTOR_RECORD}' must hold exactly one array")
+        ((name, array),) = arrays.items()
+        values = array.numpy()
+        if values.dtype != np.int64 or values.ndim != 1 or name in message:
+            raise ProtocolError(f"'{name}' must be a one-dimensional int64 array of its own name")
+        message[name] = values
     return message
 
 
