@@ -8,8 +8,8 @@ rotation seed). The client answers it with the strategy's usual identity and ``p
 records and its advertised keys in ConfigRecord ``secagg``: its contribution stays on the node.
 The later stages travel as message type ``train.secagg``: ConfigRecord ``secagg`` holds the
 stage message (``stage`` names it), and its one vector (the masked input), if any, travels as an
-int64 array of ArrayRecord ``secagg-vector`` under the message's own name for it. Values are what ``fedgs.secagg`` reads:
-ints (node ids up to 2^64 - 1), strings, bytes and lists of them.
+int64 array of ArrayRecord ``secagg-vector`` under the message's own name for it. Values are
+what ``fedgs.secagg`` reads: ints (node ids up to 2^64 - 1), strings, bytes and lists of them.
 
 Every decoder checks types and fields and raises ``ProtocolError``; ``fedgs.secagg`` checks
 the values themselves (ids in the cohort, lengths, ciphertexts).
