@@ -128,6 +128,22 @@ def _exists(path: str) -> dict[str, Any]:
     return _healthcheck("test", "-f", path)
 
 
+def _service(
+    command: list[str], environment: dict[str, str] = CONTAINER_ENV, **settings: Any
+) -> dict[str, Any]:
+    """A service of fedgs' image running ``command`` (its first three words the entrypoint:
+    ``python -m MODULE``, ``fedgs deploy register``), then ``settings`` in the order given (the
+    file's key order)."""
+    return {
+        "build": _build(),
+        "image": IMAGE,
+        "entrypoint": command[:3],
+        "command": command[3:],
+        "environment": topology.environment(environment),
+        **settings,
+    }
+
+
 def private_alias(partition_id: int) -> str:
     """SuperNode ``partition_id``'s name on its private network only: the address its runtime
     API binds (the service name would resolve to its address on the shared network)."""
@@ -176,22 +192,19 @@ def _node_services(partition_id: int, nodes: int) -> dict[str, Any]:
             "healthcheck": _exists(ACTIVATED_FILE),
             "restart": "on-failure",
         },
-        topology.executor_name(partition_id): {
-            "build": _build(),
-            "image": IMAGE,
-            "entrypoint": executor[:3],
-            "command": executor[3:],
-            "environment": topology.environment({**topology.WARM_EXECUTOR_ENV, **CONTAINER_ENV}),
-            "volumes": [
+        topology.executor_name(partition_id): _service(
+            executor,
+            {**topology.WARM_EXECUTOR_ENV, **CONTAINER_ENV},
+            volumes=[
                 f"{name}-state:{STATE}",
                 f"./deploy/data/{name}:/app/data:ro",
                 node_files,
             ],
-            "networks": [network],
-            "depends_on": {name: {"condition": "service_healthy"}},
-            "healthcheck": _exists(READY_FILE),
-            "restart": "on-failure",
-        },
+            networks=[network],
+            depends_on={name: {"condition": "service_healthy"}},
+            healthcheck=_exists(READY_FILE),
+            restart="on-failure",
+        ),
     }
 
 
@@ -226,30 +239,22 @@ def render(nodes: int = 2) -> dict[str, Any]:
     probe = ["python", "-m", "fedgs.deploy.health", "--ca-cert", TLS.ca_cert]
     probe += ["--socket", CONTROL_SOCKET, "--port", str(PORT)]
     services: dict[str, Any] = {
-        topology.SUPERLINK: {
-            "build": _build(),
-            "image": IMAGE,
-            "entrypoint": superlink[:3],
-            "command": superlink[3:],
-            "environment": topology.environment(CONTAINER_ENV),
-            "ports": [f"127.0.0.1:{PORT}:{PORT}"],
-            "volumes": [
+        topology.SUPERLINK: _service(
+            superlink,
+            ports=[f"127.0.0.1:{PORT}:{PORT}"],
+            volumes=[
                 f"{HOST_CERTS}:{CERTS}:ro",
                 f"{HOST_SECRETS}/superlink.secret:{SUPERLINK_SECRET}:ro",
                 f"superlink-state:{STATE}",
                 control_plane,
             ],
-            "networks": ["link", "public"],
-            "healthcheck": _healthcheck(*probe),
-            "restart": "on-failure",
-        },
-        topology.SERVERAPP_EXECUTOR: {
-            "build": _build(),
-            "image": IMAGE,
-            "entrypoint": serverapp[:3],
-            "command": serverapp[3:],
-            "environment": topology.environment(CONTAINER_ENV),
-            "volumes": [
+            networks=["link", "public"],
+            healthcheck=_healthcheck(*probe),
+            restart="on-failure",
+        ),
+        topology.SERVERAPP_EXECUTOR: _service(
+            serverapp,
+            volumes=[
                 ca_cert,
                 f"{HOST_SECRETS}/superlink.secret:{SUPERLINK_SECRET}:ro",
                 f"{HOST_CONTROL}:{CONTROL}:ro",
@@ -257,26 +262,22 @@ def render(nodes: int = 2) -> dict[str, Any]:
                 "runs:/app/runs",
                 "./deploy/data/server:/app/data:ro",
             ],
-            "network_mode": NO_NETWORK,
-            "depends_on": superlink_ready,
-            "healthcheck": _exists(READY_FILE),
-            "restart": "on-failure",
-        },
-        "register": {
-            "build": _build(),
-            "image": IMAGE,
-            "entrypoint": register[:3],
-            "command": register[3:],
-            "environment": topology.environment(CONTAINER_ENV),
-            "volumes": [
+            network_mode=NO_NETWORK,
+            depends_on=superlink_ready,
+            healthcheck=_exists(READY_FILE),
+            restart="on-failure",
+        ),
+        "register": _service(
+            register,
+            volumes=[
                 ca_cert,
                 control_plane,
                 *(f"{HOST_KEYS}/{Path(key).name}:{key}:ro" for key in public_keys),
             ],
-            "network_mode": NO_NETWORK,
-            "depends_on": superlink_ready,
-            "restart": "on-failure",
-        },
+            network_mode=NO_NETWORK,
+            depends_on=superlink_ready,
+            restart="on-failure",
+        ),
     }
     networks: dict[str, Any] = {
         # SuperNodes to the SuperLink's Fleet API; internal: no gateway, no way out
