@@ -43,6 +43,7 @@ from fedgs.server.checkpoint import load_checkpoint, restore_sampler, save_check
 from fedgs.server.replies import NodeIdentities
 from fedgs.server.silence import AnswerWatch
 from fedgs.server.target_stop import would_pass
+from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.run_dir import RunDirectory, write_atomic
 
 logger = logging.getLogger("fedgs.server")
@@ -128,6 +129,15 @@ class FederatedRun(ABC):
     @abstractmethod
     def prepare_clients(self, grid: Grid) -> None:
         """Anything clients must do before the first step (GS-WGAN: warm start)."""
+
+    def wait_and_warm_start(self, grid: Grid, per_step: int) -> None:
+        """``prepare_clients`` of a strategy with private critics: wait for the nodes a step
+        asks (``per_step``, min-nodes at least), then warm-start the critics when
+        warm-start-steps asks for it."""
+        c = self.config
+        wait_for_nodes(grid, max(c.min_nodes, per_step), c.reply_timeout)
+        if c.warm_start_steps > 0:
+            warm_start_clients(grid, c, self.identities)
 
     def would_pass_target(self, grid: Grid) -> bool:
         """Whether the next step could take the run past its target epsilon (default: no

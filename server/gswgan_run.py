@@ -14,9 +14,8 @@ from fedgs.privacy.events import gswgan_query_event
 from fedgs.privacy.threat_models import REPLACE_ONE
 from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import LEDGER_NAME
-from fedgs.server.federated_run import METRIC_COLUMNS, FederatedRun, wait_for_nodes
+from fedgs.server.federated_run import METRIC_COLUMNS, FederatedRun
 from fedgs.server.gswgan_strategy import GSWGANStrategy
-from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.public_pretraining import pretrain_on_public_digits, public_data_record
 from fedgs.training.run_dir import RunDirectory
@@ -66,10 +65,7 @@ class GSWGANRun(FederatedRun):
         return True
 
     def prepare_clients(self, grid: Grid) -> None:
-        c = self.config
-        wait_for_nodes(grid, max(c.min_nodes, c.clients_per_step), c.reply_timeout)
-        if c.warm_start_steps > 0:
-            warm_start_clients(grid, c, self.identities)
+        self.wait_and_warm_start(grid, self.config.clients_per_step)
 
     def would_pass_target(self, grid: Grid) -> bool:
         """Whether one more step could take the reported epsilon past the target

@@ -19,9 +19,8 @@ from flwr.serverapp import Grid
 from fedgs.privacy.teacher_ledger import TeacherLedger
 from fedgs.privacy.threat_models import REPLACE_ONE
 from fedgs.run_config import RunConfig
-from fedgs.server.federated_run import FederatedRun, wait_for_nodes
+from fedgs.server.federated_run import FederatedRun
 from fedgs.server.teacher_strategy import TeacherStrategy
-from fedgs.server.warm_start import warm_start_clients
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.run_dir import RunDirectory
 
@@ -69,10 +68,7 @@ class TeacherRun(FederatedRun):
 
     # --- shared
     def prepare_clients(self, grid: Grid) -> None:
-        c = self.config
-        wait_for_nodes(grid, max(c.min_nodes, c.teachers_per_step), c.reply_timeout)
-        if c.warm_start_steps > 0:
-            warm_start_clients(grid, c, self.identities)
+        self.wait_and_warm_start(grid, self.config.teachers_per_step)
 
     def would_pass_target(self, grid: Grid) -> bool:
         """Whether one more step could take the reported epsilon past the target: any node may
