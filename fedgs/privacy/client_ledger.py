@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import statistics
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from dp_accounting import dp_event
@@ -163,11 +164,26 @@ class ClientLedger(JsonRecord):
             "unattributed": {n: rows(self._unattributed[n]) for n in sorted(self._unattributed)},
         }
 
-    def load_charges(self, data: dict[str, Any]) -> None:
-        for client, charges in data["charges"].items():
-            self._charges[client] = counter(charges)
+    def load_charges(
+        self,
+        data: dict[str, Any],
+        legacy: tuple[str, Callable[[list], Counter[dp_event.DpEvent]]] | None = None,
+    ) -> None:
+        """The charges of ``data`` (``charges_to_dict``'s); ``legacy``: where an older format
+        (versions 1 and 2) keeps the per-client rows, and how to read its rows as charges."""
+        key, read = legacy or ("charges", counter)
+        for client, charges in data[key].items():
+            self._charges[client] = read(charges)
         for node, charges in data.get("unattributed", {}).items():
-            self._unattributed[node] = counter(charges)
+            self._unattributed[node] = read(charges)
+
+
+def checked_version(data: dict[str, Any], readable: tuple[int, ...], what: str) -> int:
+    """The format version ``data`` names; ValueError when it is not one this ledger reads."""
+    version = data.get("version")
+    if version not in readable:
+        raise ValueError(f"unsupported {what} version {version!r}")
+    return version
 
 
 def spread(counts: list[int]) -> dict[str, float]:

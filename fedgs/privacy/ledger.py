@@ -23,7 +23,7 @@ from fedgs.privacy.accountants import (
     UnsupportedEventError,
     get_accountant,
 )
-from fedgs.privacy.client_ledger import ClientLedger, counter, rows, spread
+from fedgs.privacy.client_ledger import ClientLedger, checked_version, counter, rows, spread
 from fedgs.privacy.events import compose_counts, gswgan_query_event, trusted_sampler_event
 from fedgs.privacy.threat_models import (
     NEIGHBOURING,
@@ -202,19 +202,14 @@ class PrivacyLedger(ClientLedger):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrivacyLedger:
-        version = data.get("version")
-        if version not in _READABLE_VERSIONS:
-            raise ValueError(f"unsupported ledger format version {version!r}")
+        version = checked_version(data, _READABLE_VERSIONS, "ledger format")
         ledger = cls()
         ledger._outcomes.update({k: int(v) for k, v in data.get("outcomes", {}).items()})
         if version == _FORMAT_VERSION:
             ledger.load_charges(data)
             ledger._steps = counter(data["steps"])
             return ledger
-        for client, old in data["queries"].items():  # versions 1 and 2
-            ledger._charges[client] = _query_rows(old)
-        for node, old in data.get("unattributed", {}).items():
-            ledger._unattributed[node] = _query_rows(old)
+        ledger.load_charges(data, legacy=("queries", _query_rows))  # versions 1 and 2
         for sampled, population, sigma, batch, n in data["steps"]:
             step = trusted_sampler_event(1, int(population), int(sampled), float(sigma), int(batch))
             ledger._steps[step.event] += int(n)

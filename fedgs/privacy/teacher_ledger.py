@@ -17,7 +17,7 @@ from typing import Any
 from dp_accounting import dp_event
 
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
-from fedgs.privacy.client_ledger import ClientLedger, spread
+from fedgs.privacy.client_ledger import ClientLedger, checked_version, spread
 from fedgs.privacy.teacher_events import teacher_step_event
 from fedgs.privacy.threat_models import (
     NEIGHBOURING,
@@ -83,15 +83,8 @@ class TeacherLedger(ClientLedger):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TeacherLedger:
-        version = data.get("version")
-        if version not in _READABLE_VERSIONS:
-            raise ValueError(f"unsupported teacher ledger version {version!r}")
+        version = checked_version(data, _READABLE_VERSIONS, "teacher ledger")
         ledger = cls()
-        if version == _FORMAT_VERSION:
-            ledger.load_charges(data)
-            return ledger
-        for client, rows in data["steps"].items():  # versions 1 and 2
-            ledger._charges[client] = _step_rows(rows)
-        for node, rows in data.get("unattributed", {}).items():
-            ledger._unattributed[node] = _step_rows(rows)
+        # versions 1 and 2 kept their rows under "steps"
+        ledger.load_charges(data, None if version == _FORMAT_VERSION else ("steps", _step_rows))
         return ledger
