@@ -15,7 +15,7 @@ there is no consistency round against a server that tells neighbours different l
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NoReturn
 
 import numpy as np
@@ -69,15 +69,10 @@ class ServerSession:
 
     def messages(self) -> dict[int, dict[str, object]]:
         """Node id -> the message of the current stage, for every node still alive."""
-        builders = {
-            m.SETUP: self._setup_message,
-            m.SHARE_KEYS: self._share_keys_message,
-            m.MASKED_INPUT: self._masked_input_message,
-            m.UNMASK: self._unmask_message,
-        }
-        if self._stage not in builders:
+        if self._stage not in _NEXT:
             raise SecAggError(f"no messages to send: the step is {self._stage}")
-        return {node: {"stage": self._stage, **builders[self._stage](node)} for node in self._alive}
+        build, _ = self._stage_methods()
+        return {node: {"stage": self._stage, **build(node)} for node in self._alive}
 
     def receive(self, replies: Mapping[int, object]) -> None:
         """Take the current stage's replies (node id -> reply) and move to the next stage.
@@ -85,20 +80,15 @@ class ServerSession:
         Nodes without a valid reply are dropped; SecAggAbort if too few remain or, after the
         unmask replies, if a secret the sum needs has fewer than t shares.
         """
-        readers = {
-            m.SETUP: self._read_keys,
-            m.SHARE_KEYS: self._read_shares,
-            m.MASKED_INPUT: self._read_masked,
-            m.UNMASK: self._read_unmask,
-        }
-        if self._stage not in readers:
+        if self._stage not in _NEXT:
             raise SecAggError(f"no replies expected: the step is {self._stage}")
+        _, read = self._stage_methods()
         accepted = []
         for node in self._alive:
             if node not in replies:
                 continue
             try:
-                readers[self._stage](node, replies[node])
+                read(node, replies[node])
             except SecAggError as err:
                 self.rejected[node] = f"{self._stage}: {err}"
             else:
@@ -116,6 +106,17 @@ class ServerSession:
         if self._result is None:
             raise SecAggError(f"no sum: the step is {self._stage}")
         return self._result.copy(), list(self._alive)
+
+    def _stage_methods(
+        self,
+    ) -> tuple[Callable[[int], dict[str, object]], Callable[[int, object], None]]:
+        """The current stage's message builder and reply reader."""
+        return {
+            m.SETUP: (self._setup_message, self._read_keys),
+            m.SHARE_KEYS: (self._share_keys_message, self._read_shares),
+            m.MASKED_INPUT: (self._masked_input_message, self._read_masked),
+            m.UNMASK: (self._unmask_message, self._read_unmask),
+        }[self._stage]
 
     # --- outgoing ---------------------------------------------------------------------------
 
