@@ -112,6 +112,11 @@ ALGORITHMS: dict[str, Algorithm] = {
                 "client-code-dims",
                 "label-mismatch-until",
                 "fake-batches",
+                "secure-aggregation",
+                "secagg-min-survivors",
+                "secagg-threshold",
+                "secagg-degree",
+                "secagg-bits",
             ),
         ),
         Algorithm(

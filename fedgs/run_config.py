@@ -12,15 +12,24 @@ and (``--pyproject``) that table, and tests keep them in step.
 from __future__ import annotations
 
 import argparse
+import math
 import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedgs.algorithms import ALGORITHMS, STRATEGIES
 from fedgs.privacy.client_sampling import RULES as CLIENT_SAMPLING_RULES
 from fedgs.privacy.client_sampling import UNIFORM
 from fedgs.training.hparams import FedAvgGANConfig, GSWGANConfig
+
+if TYPE_CHECKING:
+    from fedgs.privacy.distributed_noise import Calibration
+
+SECAGG_OPTIONS = ("secagg-min-survivors", "secagg-threshold", "secagg-degree", "secagg-bits")
+# the secure sum's bound is an RDP one (fedgs.privacy.distributed_accounting), so only RDP
+# accountants compose it soundly
+SECAGG_ACCOUNTANTS = ("autodp-rdp", "dp-accounting-rdp")
 
 
 def coerce(value: Any, default: Any, key: str, source: str = "run-config") -> Any:
@@ -64,12 +73,27 @@ GROUPS: dict[str, tuple[str, str]] = {
         "outputs and evaluation",
         "The run directory, checkpoints, snapshots, scoring during the run, and resuming.",
     ),
+    "secagg": (
+        "secure aggregation",
+        "gswgan only: each step's cohort answers through SecAgg+ with distributed discrete "
+        "Gaussian noise, so the server learns only the cohort's noisy sum.",
+    ),
     "experimental": (
         "experimental",
         "Options measured not to help, or inconclusive: off by default and kept for further "
         "measurement; each help names the results log entry with the measurements.",
     ),
 }
+
+
+@dataclass(frozen=True)
+class SecAggSettings:
+    """A secure step's SecAgg+ settings for a cohort of clients-per-step nodes, 0s resolved."""
+
+    min_survivors: int  # m_min
+    threshold: int  # t
+    degree: int  # neighbours per client asked for (a smaller cohort may have fewer)
+    bits: int
 
 
 def option(default: Any, group: str, help: str) -> Any:
@@ -306,6 +330,32 @@ class RunConfig:
         "no asked client answered (0 = never stop)",
     )
     resume: bool = option(False, "outputs", "continue from RUN_DIR's checkpoint")
+    secure_aggregation: bool = option(
+        False,
+        "secagg",
+        "gswgan: every node of a step gets the same fake batches and answers through SecAgg+ "
+        "with its share of a distributed discrete Gaussian; the server learns only the "
+        "cohort's noisy sum, whose noise std is 2*C*sigma per coordinate (noise-multiplier "
+        "keeps its meaning); needs clients-per-step >= 3",
+    )
+    secagg_min_survivors: int = option(
+        0,
+        "secagg",
+        "m_min: the fewest clients whose sum may be released (a step with fewer aborts and "
+        "releases nothing); the noise is split so that m_min - (threshold - 1) of them carry "
+        "it; 0 = max(3, m - m // 10) for m = clients-per-step",
+    )
+    secagg_threshold: int = option(
+        0,
+        "secagg",
+        "t: Shamir shares needed to rebuild a client's secrets; the server may collude with "
+        "t - 1 clients and the noise assumes it does; 0 = the smallest valid, d // 2 + 1 for d "
+        "neighbours",
+    )
+    secagg_degree: int = option(
+        0, "secagg", "neighbours each client shares secrets with; 0 = every other (complete)"
+    )
+    secagg_bits: int = option(32, "secagg", "modulus bits k of the secure sum (mod 2^k)")
 
     @classmethod
     def from_user_config(cls, *layers: Mapping[str, Any]) -> RunConfig:
@@ -372,6 +422,95 @@ class RunConfig:
             raise ValueError(
                 f"unknown wire-dtype {self.wire_dtype!r} (known: {', '.join(WIRE_DTYPES)})"
             )
+        if self.secure_aggregation:
+            self._check_secure_aggregation()
+        else:
+            defaults = RunConfig.__dataclass_fields__
+            for key in SECAGG_OPTIONS:
+                if getattr(self, key.replace("-", "_")) != defaults[key.replace("-", "_")].default:
+                    raise ValueError(f"{key} is set but secure-aggregation is off")
+
+    def _check_secure_aggregation(self) -> None:
+        """Refuse settings no secure step could run with, each with its reason."""
+        m = self.clients_per_step
+        if m < 3:
+            raise ValueError(
+                f"secure-aggregation needs clients-per-step >= 3 (a sum of fewer hides no one), "
+                f"got {m}"
+            )
+        if self.client_code_dims:
+            raise ValueError(
+                "secure-aggregation sends every node of a step the same fake batches, so they "
+                "carry no client code: set client-code-dims 0"
+            )
+        if self.accountant not in SECAGG_ACCOUNTANTS:
+            raise ValueError(
+                f"secure-aggregation needs an RDP accountant ({', '.join(SECAGG_ACCOUNTANTS)}): "
+                f"the distributed discrete Gaussian's bound is an RDP one, got {self.accountant}"
+            )
+        self.secagg_settings()
+        try:
+            self.secure_noise()
+        except ValueError as error:
+            raise ValueError(f"secure-aggregation noise (secagg-bits, ...): {error}") from None
+
+    def secagg_settings(self) -> SecAggSettings:
+        """m_min, t, the degree and the bits of a full cohort (clients-per-step nodes), the 0s
+        resolved; ValueError when SecAgg+ could not run with them."""
+        from fedgs.secagg import SecAggError
+        from fedgs.secagg.graph import neighbour_count, neighbour_graph
+
+        m = self.clients_per_step
+        degree = self.secagg_degree or m - 1
+        if degree < 2:
+            raise ValueError(f"secagg-degree must be 0 (complete) or >= 2, got {degree}")
+        try:
+            neighbour_graph(range(m), degree)
+        except SecAggError as error:
+            raise ValueError(f"secagg-degree {degree} with clients-per-step {m}: {error}") from None
+        d = neighbour_count(m, degree)
+        threshold = self.secagg_threshold or d // 2 + 1
+        if not d // 2 + 1 <= threshold <= d:
+            raise ValueError(
+                f"secagg-threshold must lie in [{d // 2 + 1}, {d}] for {d} neighbours (more than "
+                f"half of them, so no two disjoint halves rebuild a secret), got {threshold}"
+            )
+        m_min = self.secagg_min_survivors or max(3, m - m // 10)
+        if not threshold <= m_min <= m:
+            raise ValueError(
+                f"secagg-min-survivors must lie in [{threshold}, {m}] (at least the threshold, "
+                f"so one survivor beyond the t - 1 colluders carries noise; at most "
+                f"clients-per-step), got {m_min}"
+            )
+        return SecAggSettings(m_min, threshold, degree, self.secagg_bits)
+
+    def secure_noise(self) -> Calibration:
+        """The distributed discrete Gaussian of a secure step: the sum carries per-coordinate
+        std 2*C*sigma, as one client's local noise does without secure aggregation, over B rows
+        each clipped to C (so clip C*sqrt(B)), against t - 1 colluders, for up to
+        clients-per-step encodings. The multiplier is nudged up by float ulps until sigma / (2C)
+        is not below noise-multiplier, so a client's exact check never refuses it."""
+        from fedgs.data.federated import PIXELS
+        from fedgs.privacy.distributed_noise import calibrate
+
+        settings = self.secagg_settings()
+        b, c, sigma = self.batch_size, self.clip_norm, self.noise_multiplier
+        multiplier = 2 * sigma / math.sqrt(b)
+        while True:
+            calibration = calibrate(
+                c * math.sqrt(b),
+                b * PIXELS,
+                settings.bits,
+                settings.min_survivors,
+                multiplier,
+                math.exp(-0.5),
+                max_clients=self.clients_per_step,
+                colluders=settings.threshold - 1,
+                rotate=True,
+            )
+            if calibration.params.sigma / (2 * c) >= sigma:
+                return calibration
+            multiplier = math.nextafter(multiplier, math.inf)
 
     def _refuse_other_strategies_options(self) -> None:
         """A key another strategy owns (fedgs.algorithms), set away from its default: an error
