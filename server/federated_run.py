@@ -32,7 +32,6 @@ from flwr.serverapp import Grid
 from tqdm.auto import tqdm
 
 from fedgs import stopping
-from fedgs.comm import message_bytes
 from fedgs.metrics import GeneratorScores, save_class_grid
 from fedgs.metrics.evaluator import GeneratorEvaluator
 from fedgs.privacy.client_ledger import ClientLedger
@@ -251,16 +250,14 @@ class FederatedRun(ABC):
         messages = list(self.strategy.configure_train(step, ArrayRecord(), ConfigRecord(), grid))
         self.in_flight = step
         self.save_privacy_state()  # paid when sent: on disk before anything leaves
-        bytes_down = sum(message_bytes(m) for m in messages)
-        replies = list(grid.send_and_receive(messages, timeout=c.reply_timeout))
-        bytes_up = sum(message_bytes(r) for r in replies)
-        _, metrics = self.strategy.aggregate_train(step, replies)
+        exchanged = self.strategy.exchange(grid, messages, c.reply_timeout)
+        _, metrics = self.strategy.aggregate_train(step, exchanged.replies)
         self.step, self.in_flight = step, None
         self.save_privacy_state()  # the replies' outcomes and the clients they named
         measured = {
             "step": step,
-            "bytes_down": bytes_down,
-            "bytes_up": bytes_up,
+            "bytes_down": exchanged.bytes_down,
+            "bytes_up": exchanged.bytes_up,
             "seconds": time.perf_counter() - started,
         }
         reported = {k: v for k, v in (metrics or {}).items() if k in self.columns}

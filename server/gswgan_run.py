@@ -1,17 +1,34 @@
-"""One federated GS-WGAN run: untrusted server, per-client ledger, warm-started private critics."""
+"""One federated GS-WGAN run: untrusted server, per-client ledger, warm-started private critics.
+
+With ``secure-aggregation`` the run's headline is the secure-aggregation epsilon (the ledger's
+RDP accountant over each client's secure-step events, max over clients), reported beside the
+distributed discrete Gaussian's own accountant (``ddg-rdp``) at the most-charged client's step
+count, and the figure a client's own noise share guarantees if the secure-aggregation assumption
+fails (the server then sees each encoded vector: an untrusted-server figure). Each names its
+threat model, accountant, delta and neighbouring relation (replace one client).
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 from typing import Any
 
+from dp_accounting import dp_event
 from flwr.serverapp import Grid
 
 from fedgs.device import resolve_device
 from fedgs.privacy import PrivacyLedger
+from fedgs.privacy.accountants import get_accountant
 from fedgs.privacy.client_sampling import LEAST_QUERIED
+from fedgs.privacy.distributed_accounting import distributed_epsilon, sensitivities, step_event
 from fedgs.privacy.events import gswgan_query_event
-from fedgs.privacy.threat_models import REPLACE_ONE
+from fedgs.privacy.threat_models import (
+    NEIGHBOURING,
+    REPLACE_ONE,
+    SECURE_AGGREGATION,
+    THREAT_MODELS,
+    UNTRUSTED_SERVER,
+)
 from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import LEDGER_NAME
 from fedgs.server.federated_run import METRIC_COLUMNS, FederatedRun
@@ -19,6 +36,14 @@ from fedgs.server.gswgan_strategy import GSWGANStrategy
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.public_pretraining import pretrain_on_public_digits, public_data_record
 from fedgs.training.run_dir import RunDirectory
+
+SECURE_COLUMN = "epsilon_secure_aggregation"
+SECURE_COLUMNS = (SECURE_COLUMN, "epsilon_secure_aggregation_ddg_rdp", "epsilon_local_noise_only")
+LOCAL_NOISE_ONLY = (
+    "if the secure-aggregation assumption fails (the server sees a client's encoded vector): "
+    "only the client's own noise share protects it, a discrete Gaussian of client_sigma over "
+    "its rounded vector's replace-one sensitivity, composed over the steps it took part in"
+)
 
 
 class GSWGANRun(FederatedRun):
@@ -45,6 +70,12 @@ class GSWGANRun(FederatedRun):
         )
         self.ledger = PrivacyLedger()
         self.trusted: dict[str, Any] | None = None  # the last trusted-sampler block computed
+        secure = None
+        if config.secure_aggregation:
+            self.calibration = config.secure_noise()
+            secure = (config.secagg_settings(), self.calibration.params)
+            self.epsilon_column, self.threat_model = SECURE_COLUMN, SECURE_AGGREGATION
+            self.columns = (*METRIC_COLUMNS, *SECURE_COLUMNS)
         self.strategy = GSWGANStrategy(
             self.trainer,
             self.ledger,
@@ -54,6 +85,7 @@ class GSWGANRun(FederatedRun):
             self.identities,
             least_queried=config.client_sampling == LEAST_QUERIED,
             node_wait=config.reply_timeout,
+            secure=secure,
         )
 
     def prepare_generator(self) -> bool:
@@ -80,7 +112,11 @@ class GSWGANRun(FederatedRun):
         if c.client_sampling == LEAST_QUERIED:
             nodes = self.strategy.least_queried_worst_case(nodes)
         askable = [self.identities.client_of(node) for node in nodes]
-        query = gswgan_query_event(c.noise_multiplier, c.batch_size)
+        query = (
+            step_event(self.calibration.params, REPLACE_ONE)
+            if c.secure_aggregation
+            else gswgan_query_event(c.noise_multiplier, c.batch_size)
+        )
         return self.next_step_passes(self.ledger, query, askable, c.clients_per_step)
 
     def privacy_row(self) -> dict:
@@ -92,6 +128,15 @@ class GSWGANRun(FederatedRun):
         """privacy.json with the trusted-sampler figure computed now (~0.2 s: subsampled RDP
         with every RDP accountant, so at checkpoints only)."""
         c = self.config
+        if c.secure_aggregation:
+            summary = self._secure_summary()
+            self._write_secure_report(summary)
+            return {
+                "epsilon_secure_aggregation_ddg_rdp": summary["secure_aggregation_ddg_rdp"][
+                    "epsilon"
+                ],
+                "epsilon_local_noise_only": summary["untrusted_server"]["epsilon"],
+            }
         trusted = self.ledger.trusted_sampler_summary(c.delta, c.accountant)
         self.trusted = trusted | {"computed_at_step": self.step}
         self._write_report()
@@ -100,6 +145,9 @@ class GSWGANRun(FederatedRun):
     def step_privacy_report(self) -> None:
         """privacy.json every step: the untrusted-server figure and the query counts of now, the
         trusted-sampler figure of its last checkpoint (``computed_at_step`` says which)."""
+        if self.config.secure_aggregation:
+            self.privacy_report()  # cheap: no subsampled accounting
+            return
         if self.trusted is None:  # a new or resumed run's first write: computed once
             self.privacy_report()
             return
@@ -113,6 +161,80 @@ class GSWGANRun(FederatedRun):
                 "steps": self.step,
                 "noise_multiplier": c.noise_multiplier,
                 "batch_size": c.batch_size,
+            }
+            | public_data_record(c.public_pretrain_steps),
+        )
+
+    def _secure_steps(self) -> int:
+        """The secure steps of the most-charged client (every unattributed one counted for it,
+        as the ledger's maximum does)."""
+        return max(self.ledger.counts().values(), default=0) + self.ledger.unattributed_count()
+
+    def _secure_summary(self) -> dict[str, Any]:
+        """The three secure-aggregation figures, each with its threat model, accountant, delta
+        and neighbouring relation, and the queries block of the ledger."""
+        c, noise = self.config, self.calibration.params
+        acct = get_accountant(c.accountant)
+        epsilon, worst = self.ledger.epsilon_max(c.delta, acct)
+        steps = self._secure_steps()
+        ddg = distributed_epsilon(noise, steps, c.delta, REPLACE_ONE)
+        l2, _ = sensitivities(noise, REPLACE_ONE)
+        local = dp_event.GaussianDpEvent(noise.client_sigma / l2)
+        local_epsilon = (
+            acct.epsilon(dp_event.SelfComposedDpEvent(local, steps), c.delta) if steps else 0.0
+        )
+        base = {"delta": c.delta, "neighbouring": REPLACE_ONE}
+        return {
+            "delta": c.delta,
+            "accountant": acct.name,
+            "neighbouring": REPLACE_ONE,
+            "neighbouring_relation": NEIGHBOURING[REPLACE_ONE],
+            "headline": SECURE_AGGREGATION,
+            "secure_aggregation": base
+            | {
+                "threat_model": SECURE_AGGREGATION,
+                "assumption": THREAT_MODELS[SECURE_AGGREGATION],
+                "accountant": acct.name,
+                "epsilon": epsilon,
+                "client_id": worst,
+                "steps": steps,
+                "note": "each secure step charged as distributed_accounting.step_event",
+            },
+            "secure_aggregation_ddg_rdp": base | ddg.to_json() | {"client_id": worst},
+            "untrusted_server": base
+            | {
+                "threat_model": UNTRUSTED_SERVER,
+                "assumption": LOCAL_NOISE_ONLY,
+                "accountant": acct.name,
+                "epsilon": local_epsilon,
+                "client_id": worst,
+                "steps": steps,
+                "local_noise_only": True,
+                "client_noise_multiplier": local.noise_multiplier,
+            },
+            "queries": self.ledger.summary(c.delta, acct, trusted={})["queries"],
+        }
+
+    def _write_secure_report(self, summary: dict[str, Any]) -> dict:
+        c, calibration = self.config, self.calibration
+        settings = c.secagg_settings()
+        return self.write_privacy(
+            summary,
+            {
+                "steps": self.step,
+                "noise_multiplier": c.noise_multiplier,
+                "batch_size": c.batch_size,
+                "secagg": {
+                    "min_survivors": settings.min_survivors,
+                    "threshold": settings.threshold,
+                    "colluders": settings.threshold - 1,
+                    "degree": settings.degree,
+                    "bits": settings.bits,
+                    "noise": asdict(calibration.params)
+                    | {"client_sigma": calibration.params.client_sigma},
+                    "max_clients": calibration.max_clients,
+                    "wrap_probability": calibration.wrap_probability,
+                },
             }
             | public_data_record(c.public_pretrain_steps),
         )

@@ -13,6 +13,7 @@ rows received.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 
 import numpy as np
@@ -21,10 +22,22 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 
 from fedgs.privacy import PrivacyLedger
+from fedgs.privacy.distributed_accounting import step_event
+from fedgs.privacy.distributed_noise import DistributedNoiseParams, decode
 from fedgs.privacy.events import gswgan_query_event
-from fedgs.protocols import common, gswgan
+from fedgs.privacy.threat_models import REPLACE_ONE
+from fedgs.protocols import common, gswgan, secagg
+from fedgs.run_config import SecAggSettings
+from fedgs.secagg import SecAggError, SecAggParams, ServerSession
 from fedgs.server.online import online_nodes, warn_if_short
-from fedgs.server.replies import ChargingStrategy, NodeIdentities, StepOutcome
+from fedgs.server.replies import (
+    ChargingStrategy,
+    Exchange,
+    NodeIdentities,
+    StepOutcome,
+    check_policy_used,
+)
+from fedgs.server.secure_exchange import SecureExchange, SecureSum
 from fedgs.training.generator import GeneratorTrainer
 
 logger = logging.getLogger("fedgs.server")
@@ -46,12 +59,19 @@ class GSWGANStrategy(ChargingStrategy):
         identities: NodeIdentities | None = None,
         least_queried: bool = False,
         node_wait: float = 600.0,
+        secure: tuple[SecAggSettings, DistributedNoiseParams] | None = None,
     ) -> None:
         super().__init__(trainer, ledger, sampler, wire_dtype, identities, node_wait)
         self.clients_per_step = clients_per_step
         self.least_queried = least_queried
+        self.secure = secure  # the SecAgg+ settings and the calibrated noise, when secure
         self._slots: dict[int, int] = {}  # node id -> index of its query in this step
         self._population = 0
+        self._session: ServerSession | None = None  # this step's SecAgg+, when secure
+        self._rotation_seed = b""
+        self._secure_sum: SecureSum | None = None
+        self._secure_outcome: StepOutcome | None = None
+        self._skipped = ""  # why a secure step asked no node
 
     def summary(self) -> None:
         config = self.trainer.config
@@ -113,6 +133,8 @@ class GSWGANStrategy(ChargingStrategy):
         client codes on, a node's batches carry the code of its client's name once a reply named
         it (of its node label until then: one query per node under least-queried sampling)."""
         nodes = self.sample_nodes(grid, server_round)
+        if self.secure is not None:
+            return self._secure_queries(server_round, nodes)
         names = [self.identities.client_of(n) or self.identities.label(n) for n in nodes]
         queries = self.trainer.propose(len(nodes), names)
         self._slots = {node: k for k, node in enumerate(nodes)}
@@ -123,6 +145,71 @@ class GSWGANStrategy(ChargingStrategy):
             content = common.query_content({common.FAKES: fakes}, server_round)
             messages.append(Message(content, dst_node_id=node, message_type=gswgan.QUERY))
         return messages
+
+    def _secure_queries(self, server_round: int, nodes: list[int]) -> list[Message]:
+        """One proposal for the whole cohort, each node's query made secure with its SecAgg+
+        setup, the noise and the step's rotation seed; each client pays the secure step's event
+        as its query is sent. A cohort SecAgg+ cannot run with (fewer nodes online than m_min,
+        or a threshold the smaller graph cannot have) asks no one and says why."""
+        settings, noise = self.secure
+        self._skipped, self._slots, self._session = "", {}, None
+        if len(nodes) < settings.min_survivors:
+            self._skipped = (
+                f"{len(nodes)} node(s) online, fewer than secagg-min-survivors "
+                f"{settings.min_survivors}: no secure sum could be released"
+            )
+            logger.warning("step %d: asked no node: %s", server_round, self._skipped)
+            return []
+        try:
+            params = SecAggParams(
+                step=server_round,
+                cohort=tuple(sorted(nodes)),
+                modulus_bits=settings.bits,
+                threshold=settings.threshold,
+                min_survivors=settings.min_survivors,
+                vector_length=noise.padded_dimension,
+                degree=settings.degree,
+            )
+        except SecAggError as error:
+            self._skipped = (
+                f"no secure step with the {len(nodes)} node(s) online (secagg-min-survivors "
+                f"{settings.min_survivors}, secagg-threshold {settings.threshold}): {error}"
+            )
+            logger.warning("step %d: asked no node: %s", server_round, self._skipped)
+            return []
+        self._session = ServerSession(params)
+        self._rotation_seed = os.urandom(32)  # public, fresh each step: the cohort's rotation
+        (query,) = self.trainer.propose(1)
+        self._slots = {node: 0 for node in params.cohort}
+        self.charge(params.cohort, step_event(noise, REPLACE_ONE))
+        messages = []
+        for node, setup in self._session.messages().items():
+            fakes = common.encode_fakes(query.images, query.labels, self.wire_dtype)
+            content = common.query_content({common.FAKES: fakes}, server_round)
+            setup = {k: v for k, v in setup.items() if k != "stage"}
+            for name, record in secagg.setup_records(setup, noise, self._rotation_seed).items():
+                content[name] = record
+            messages.append(Message(content, dst_node_id=node, message_type=gswgan.QUERY))
+        return messages
+
+    def exchange(self, grid: Grid, messages: list[Message], timeout: float) -> Exchange:
+        """The usual round trip; with secure aggregation, the four of ``SecureExchange`` (none
+        when the step asked no one)."""
+        if self.secure is None:
+            return super().exchange(grid, messages, timeout)
+        if self._session is None:
+            return Exchange([], 0, 0)
+        outcome = StepOutcome(sampled=len(self._slots))
+        step = self._session.params.step
+        run = SecureExchange(self._session, self._check_secure_reply, outcome, step)
+        exchanged, self._secure_sum = run.run(grid, messages, timeout)
+        self._secure_outcome, self._session = outcome, None
+        return exchanged
+
+    def _check_secure_reply(self, reply: Message) -> None:
+        """A secure query's reply names its node's client and the policy asked, or is dropped."""
+        self.learn(reply)
+        check_policy_used(reply, self.asked())
 
     def asked(self) -> dict[str, float | int | str]:
         """The policy every query of this run asks for (what the ledger charges)."""
@@ -151,6 +238,8 @@ class GSWGANStrategy(ChargingStrategy):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        if self.secure is not None:
+            return self._aggregate_secure(server_round)
         outcome = StepOutcome(sampled=len(self._slots))
         gradients: list[torch.Tensor | None] = [None] * len(self._slots)
         unanswered = set(self._slots)
@@ -165,3 +254,24 @@ class GSWGANStrategy(ChargingStrategy):
         return self.finish(
             outcome, answered, received_row_norm_mean=outcome.mean("received-row-norm")
         )
+
+    def _aggregate_secure(self, server_round: int) -> tuple[None, MetricRecord]:
+        """G's step on the survivors' mean gradient: the decoded sum over their count, through
+        the trainer's apply (nothing when the step aborted or asked no one)."""
+        outcome = self._secure_outcome or StepOutcome(sampled=0)
+        released, self._secure_sum, self._secure_outcome = self._secure_sum, None, None
+        if self._skipped:
+            outcome.drop_reasons.append(f"asked none: {self._skipped}")
+        self._slots = {}
+        answered = 0
+        if released is not None and released.total is not None:
+            _, noise = self.secure
+            total = decode(released.total, noise, self._rotation_seed)
+            mean = torch.from_numpy(total / len(released.survivors)).float()
+            self.trainer.apply([mean.view(self.trainer.config.batch_size, common.PIXELS)])
+            answered = len(released.survivors)
+        elif released is not None:
+            self.trainer.apply([None])  # aborted: G unchanged, the proposal let go
+        dropped = outcome.sampled - answered
+        self.ledger.record_outcomes(answered, dropped - outcome.no_reply, outcome.no_reply)
+        return self.finish(outcome, answered)

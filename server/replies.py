@@ -23,6 +23,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
+from fedgs.comm import message_bytes
 from fedgs.protocols import common
 
 if TYPE_CHECKING:
@@ -74,6 +75,15 @@ class StepOutcome:
         self.drop_reasons.extend(f"node {node}: no reply (paid when sent)" for node in missing)
         for reason in self.drop_reasons:
             logger.warning("%s %d: dropped reply from %s", unit, server_round, reason)
+
+
+@dataclass
+class Exchange:
+    """What one step's round trips brought back, and the bytes they moved both ways."""
+
+    replies: list[Message]
+    bytes_down: int
+    bytes_up: int
 
 
 def expected_replies(
@@ -186,6 +196,16 @@ class ServerScoredStrategy(Strategy):
     def learn(self, reply: Message) -> None:
         """Bind the reply's node to the client it names (ProtocolError if it names another)."""
         self.identities.learn(reply)
+
+    def exchange(self, grid: Grid, messages: list[Message], timeout: float) -> Exchange:
+        """Send a step's queries and gather the replies: one round trip by default; a strategy
+        whose step needs more (secure aggregation) runs them here, every byte counted."""
+        replies = list(grid.send_and_receive(messages, timeout=timeout))
+        return Exchange(
+            replies,
+            sum(message_bytes(m) for m in messages),
+            sum(message_bytes(r) for r in replies),
+        )
 
     def valid_replies(
         self, replies: Iterable[Message], pending: set[int], outcome: StepOutcome
