@@ -108,3 +108,16 @@ def test_secret_sampling_keeps_the_amplified_figures() -> None:
     block = {"threat_model": "trusted-sampler", "epsilon": 3.0}
     report = privacy_report("gswgan", {"trusted_sampler": block, "delta": 1e-5}, {}, sampling)
     assert "holds" not in report["trusted_sampler"]
+
+
+def test_a_secure_aggregation_run_headlines_its_secure_figure_not_the_local_one() -> None:
+    """A secure run's report holds the local-noise-only block under the strategy's own threat
+    model (untrusted server) and names secure-aggregation as its headline: readers quote that."""
+    privacy = {
+        "strategy": "gswgan",
+        "headline": "secure-aggregation",
+        "secure_aggregation": {"threat_model": "secure-aggregation", "epsilon": 4.0},
+        "untrusted_server": {"threat_model": "untrusted-server", "epsilon": 90.0},
+    }
+    assert headline(privacy)["epsilon"] == 4.0
+    assert headline(privacy | {"headline": None})["epsilon"] == 90.0

@@ -57,8 +57,10 @@ def epsilon_blocks(privacy: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def headline(privacy: dict[str, Any]) -> dict[str, Any]:
-    """The block of the strategy's own threat model (its run guarantee)."""
-    return privacy[block_key(algorithm(privacy["strategy"]).threat_model)]
+    """The block of the run's guarantee: the threat model the report names as its
+    ``headline`` (a secure-aggregation run), else the strategy's own."""
+    threat_model = privacy.get("headline") or algorithm(privacy["strategy"]).threat_model
+    return privacy[block_key(threat_model)]
 
 
 def _infer_strategy(privacy: dict[str, Any]) -> str:
