@@ -241,6 +241,9 @@ def test_deployment_defaults_are_finite_and_bad_policies_are_clear_errors() -> N
         "policy-delta",
         "policy-epsilon-budget",
         "policy-accountant",
+        "policy-secagg-only",
+        "policy-min-cohort",
+        "policy-min-threshold",
     }
 
 

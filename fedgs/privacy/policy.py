@@ -6,6 +6,11 @@ recorded. In a deployment the policy comes from the node config (``flower-supern
 --node-config "policy-min-noise-multiplier=1.5 policy-epsilon-budget=5"``), with the safe
 defaults below for absent keys; in a simulation the runner passes the user's own settings as the
 policy (:meth:`NodePolicy.from_run_config`). Flower-free: the client's gate applies it.
+
+A GS-WGAN node may also answer through secure aggregation (``fedgs.client.secure_node``): the
+server then sees only the cohort's sum, noised by the clients' shares of a distributed discrete
+Gaussian. The policy fixes the fewest survivors and the smallest threshold it trusts that sum to
+(``min_cohort``, ``min_threshold``), and ``secagg_only`` answers no query any other way.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from fedgs.algorithms import STRATEGIES, algorithm
+from fedgs.privacy.distributed_noise import DistributedNoiseParams
 from fedgs.privacy.threat_models import UNTRUSTED_SERVER
 from fedgs.run_config import RunConfig, coerce
 
@@ -33,6 +39,8 @@ DEFAULT_EPSILON_BUDGET = 10.0  # untrusted server, per client; gswgan only
 DEFAULT_CLIP_NORM = {"fedavg-gan": RunConfig.fedavg_clip_norm}  # others: RunConfig.clip_norm
 # the run-config key of the clip norm a strategy's client applies (the others clip nothing)
 CLIP_KEYS = {"gswgan": "clip-norm", "fedavg-gan": "fedavg-clip-norm"}
+# SecAgg+'s own floors: a secret shared with fewer than 2 holders is no secret
+MIN_SECAGG_COHORT = MIN_SECAGG_THRESHOLD = 2
 
 
 class PolicyViolation(ValueError):
@@ -45,7 +53,9 @@ class NodePolicy:
 
     ``min_noise_multiplier`` and ``epsilon_budget`` bind GS-WGAN only (the other strategies add
     no client-side noise); ``clip_norm`` is the per-row bound C (GS-WGAN) or the delta bound S
-    (Fed-Avg GAN); ``epsilon_budget`` 0 means the node set no budget.
+    (Fed-Avg GAN); ``epsilon_budget`` 0 means the node set no budget. ``secagg_only``,
+    ``min_cohort`` (the fewest survivors, m_min) and ``min_threshold`` (SecAgg+'s t) bind
+    secure aggregation, which only GS-WGAN nodes serve.
     """
 
     strategy: str = "gswgan"
@@ -55,6 +65,9 @@ class NodePolicy:
     delta: float = RunConfig.delta
     epsilon_budget: float = DEFAULT_EPSILON_BUDGET
     accountant: str = RunConfig.accountant
+    secagg_only: bool = False
+    min_cohort: int = 3
+    min_threshold: int = 2
 
     def __post_init__(self) -> None:
         from fedgs.privacy.accountants import ACCOUNTANT_NAMES
@@ -75,6 +88,19 @@ class NodePolicy:
             (
                 self.accountant in ACCOUNTANT_NAMES,
                 f"accountant must be one of {', '.join(ACCOUNTANT_NAMES)}",
+            ),
+            (isinstance(self.secagg_only, bool), "secagg-only must be true or false"),
+            (
+                not self.secagg_only or self.strategy == "gswgan",
+                "secagg-only binds gswgan nodes only (no other strategy answers securely)",
+            ),
+            (
+                _is_int(self.min_cohort) and self.min_cohort >= MIN_SECAGG_COHORT,
+                f"min-cohort must be an integer >= {MIN_SECAGG_COHORT}",
+            ),
+            (
+                _is_int(self.min_threshold) and self.min_threshold >= MIN_SECAGG_THRESHOLD,
+                f"min-threshold must be an integer >= {MIN_SECAGG_THRESHOLD}",
             ),
         ]
         for ok, message in checks:
@@ -169,6 +195,85 @@ class NodePolicy:
         self.check_noise(noise_multiplier)
         self.check_batch(batch_size)
 
+    def check_plain(self) -> None:
+        """Refuse a GS-WGAN query outside secure aggregation if the node answers only through it."""
+        if self.secagg_only:
+            raise PolicyViolation(
+                "this node answers GS-WGAN queries only through secure aggregation (its "
+                "policy-secagg-only): send the query with its secagg-setup and secagg-noise records"
+            )
+
+    def check_secure(
+        self,
+        setup: Mapping[str, Any],
+        noise: DistributedNoiseParams,
+        config: RunConfig,
+        batch_size: int,
+        row_length: int,
+    ) -> None:
+        """Refuse (PolicyViolation) a secure GS-WGAN query outside the policy.
+
+        ``setup`` is the SecAgg+ setup (its ``min_survivors`` and ``threshold``, already
+        checked as SecAgg+ parameters); ``config`` the run config the policy passed; the query's
+        fakes are ``batch_size`` rows of ``row_length`` values. The noise must hold against the
+        t - 1 colluders SecAgg+ allows, be scaled for this node's rows (each clipped to C, so the
+        whole vector has norm at most C sqrt(B)) and carry, on the sum, at least the noise each
+        client adds alone without it: std 2 C sigma, sigma the larger of the policy's and the
+        run's.
+        """
+        if self.strategy != "gswgan":
+            raise PolicyViolation(
+                f"this node serves {self.strategy}: secure aggregation answers gswgan queries only"
+            )
+        survivors, threshold = setup["min_survivors"], setup["threshold"]
+        central = noise.sigma / (2 * self.clip_norm)
+        clip = self.clip_norm * math.sqrt(batch_size)
+        refusals = [
+            (
+                survivors < self.min_cohort,
+                f"secure aggregation with min_survivors {survivors} is below this node's "
+                f"minimum cohort of {self.min_cohort} (its policy-min-cohort)",
+            ),
+            (
+                threshold < self.min_threshold,
+                f"SecAgg+ threshold {threshold} is below this node's minimum of "
+                f"{self.min_threshold} (its policy-min-threshold)",
+            ),
+            (
+                noise.m_min != survivors,
+                f"the noise is split over m_min {noise.m_min} clients, but SecAgg+ releases a sum "
+                f"of {survivors} (min_survivors): they must be equal",
+            ),
+            (
+                noise.colluders < threshold - 1,
+                f"the noise assumes {noise.colluders} colluders, but SecAgg+ with threshold "
+                f"{threshold} allows {threshold - 1}: set colluders >= threshold - 1",
+            ),
+            (
+                not math.isclose(noise.clip, clip, rel_tol=1e-9),
+                f"the noise's clip {noise.clip:g} is not this node's clip norm times sqrt(batch) "
+                f"= {self.clip_norm:g} * sqrt({batch_size}) = {clip:g}",
+            ),
+            (
+                noise.dimension != batch_size * row_length,
+                f"the noise's dimension {noise.dimension} is not the fakes' {batch_size} x "
+                f"{row_length} = {batch_size * row_length}",
+            ),
+            (
+                central < self.min_noise_multiplier,
+                f"the secure sum's noise multiplier {central:g} (sigma / (2 * clip-norm)) is "
+                f"below this node's minimum {self.min_noise_multiplier:g}",
+            ),
+            (
+                central < config.noise_multiplier,
+                f"the secure sum's noise multiplier {central:g} (sigma / (2 * clip-norm)) is "
+                f"below the run's noise-multiplier {config.noise_multiplier:g}",
+            ),
+        ]
+        for refused, reason in refusals:
+            if refused:
+                raise PolicyViolation(reason)
+
     def budget_under(self, requested: float) -> float:
         """The budget the client enforces: the policy's, or the run config's if tighter
         (a server may ask for more privacy, never less). 0 = none."""
@@ -199,6 +304,10 @@ def refuse_non_finite(config: RunConfig) -> None:
             raise PolicyViolation(
                 f"run-config '{key}' is {value}: a node applies finite values only"
             )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _coerce(value: Any, default: Any, key: str) -> Any:
