@@ -26,6 +26,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from fedgs.privacy.distributed_noise import MIN_SEED_BYTES, DistributedNoiseParams
 from fedgs.protocols.common import ProtocolError
+from fedgs.secagg import SecAggError, SecAggParams
 
 SECAGG = "train.secagg"  # the message type of the stages after the query
 SETUP, NOISE, STAGE, VECTOR_RECORD = "secagg-setup", "secagg-noise", "secagg", "secagg-vector"
@@ -106,3 +107,24 @@ def read_setup(content: RecordDict) -> tuple[dict[str, object], DistributedNoise
     except (TypeError, ValueError) as error:
         raise ProtocolError(f"'{NOISE}': {error}") from None
     return setup, noise, seed
+
+
+def setup_params(setup: Mapping[str, object], noise: DistributedNoiseParams) -> SecAggParams:
+    """The SecAgg+ parameters of a secure query's setup, checked against its noise: the sum's
+    modulus must be the encoding's and its vector the encoded one, else no input could be masked
+    (or the sum would not decode) and the step would be paid for nothing. ProtocolError if not."""
+    names = set(SecAggParams.__dataclass_fields__)
+    try:
+        params = SecAggParams.from_dict({k: v for k, v in setup.items() if k in names})
+    except SecAggError as error:
+        raise ProtocolError(f"'{SETUP}': {error}") from None
+    if params.modulus_bits != noise.bits:
+        raise ProtocolError(
+            f"'{SETUP}' sums mod 2^{params.modulus_bits}, '{NOISE}' encodes mod 2^{noise.bits}"
+        )
+    if params.vector_length != noise.padded_dimension:
+        raise ProtocolError(
+            f"'{SETUP}' sums vectors of {params.vector_length} values, '{NOISE}' encodes "
+            f"{noise.padded_dimension}"
+        )
+    return params
