@@ -8,7 +8,8 @@ deployed node must pin its state directory. The node's privacy policy (``policy-
 keys, ``fedgs.privacy.policy``) wins over all of them: the run config may only ask for more
 privacy. Every message goes through one gate (``fedgs.client.gate``); a request the client
 cannot or will not serve gets an error reply with the reason, and the node never crashes on bad
-input.
+input. Secure queries and the SecAgg+ stages after them (``train.secagg``) are served by
+``fedgs.client.secure_node``, which keeps the step's state in the context.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from typing import Any
 from flwr.app import Context, Error, Message
 from flwr.clientapp import ClientApp
 
-from fedgs.client import gate
+from fedgs.client import gate, secure_node
 from fedgs.client.common import RequestRefused
 from fedgs.client.node import client_config
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
 from fedgs.protocols.common import ProtocolError
 from fedgs.run_config import RunConfig
+from fedgs.secagg import SecAggError
 
 # Error codes of fedgs replies (Flower reserves small numbers for its own).
 ERROR_BAD_REQUEST = 4400
@@ -39,19 +41,17 @@ def _serve(
             raise RequestRefused("node config has no 'partition-id': which client is this node?")
         policy = NodePolicy.from_node_config(context.node_config, base)
         config = client_config(context.run_config, context.node_config, overrides)
-        content = gate.serve(
-            message.metadata.message_type,
-            message.content,
-            config,
-            policy,
-            int(context.node_config["partition-id"]),
-        )
+        partition_id = int(context.node_config["partition-id"])
+        content = secure_node.serve(message, context, config, policy, partition_id)
     except ProtocolError as error:
         return Message(
             Error(code=ERROR_BAD_REQUEST, reason=f"bad request: {error}"), reply_to=message
         )
     except (RequestRefused, PolicyViolation) as error:
         return Message(Error(code=ERROR_REFUSED, reason=f"refused: {error}"), reply_to=message)
+    except SecAggError as error:  # malformed, foreign, out of order or below the node's floors
+        reason = f"refused: secure aggregation: {error}"
+        return Message(Error(code=ERROR_REFUSED, reason=reason), reply_to=message)
     except (KeyError, TypeError, ValueError) as error:
         reason = f"bad request: {type(error).__name__}: {error}"
         return Message(Error(code=ERROR_BAD_REQUEST, reason=reason), reply_to=message)

@@ -1,6 +1,12 @@
-"""What every client session shares: the refusal it raises and the writer a node holds."""
+"""What every client session shares: the refusal it raises, the writer a node holds, and the
+secure contribution a GS-WGAN session hands to the node's secure-aggregation layer."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from flwr.app import RecordDict
 
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for
@@ -8,6 +14,16 @@ from fedgs.run_data import dataset_for
 
 class RequestRefused(ValueError):
     """The client will not serve this request; the message is the reason sent back."""
+
+
+@dataclass(frozen=True)
+class SecureContribution:
+    """A query answered for secure aggregation: ``values`` (the encoded, share-noised residues
+    mod 2^bits, uint64) leave the node only masked, in SecAgg+'s masked input, so they are kept
+    out of any RecordDict; ``reply`` holds the public records (identity, policy used)."""
+
+    values: np.ndarray
+    reply: RecordDict
 
 
 def client_id_of(config: RunConfig, partition_id: int) -> str:

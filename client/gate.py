@@ -10,25 +10,34 @@ handler runs under that lock (budget check, training, sanitizing, ledger, save),
 requests to one client are served one after the other. A refusal costs nothing and changes
 nothing; a node whose config lacks its own state directory never gets this far
 (``fedgs.client.node``).
+
+A GS-WGAN query may ask for an answer through secure aggregation (``fedgs.protocols.secagg``):
+its SecAgg+ setup and distributed noise are checked against the policy with the arrays, and the
+session returns a ``SecureContribution`` that ``fedgs.client.secure_node`` masks. Checking
+(:func:`admit`) and answering (:func:`answer`) are two calls, so that layer can check the
+SecAgg+ setup in between, still before anything private; :func:`serve` is both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from flwr.app import RecordDict
 
 from fedgs.algorithms import ALGORITHMS, WARM_START, algorithm
-from fedgs.client.common import client_id_of
+from fedgs.client.common import SecureContribution, client_id_of
 from fedgs.client.state_store import ClientStateStore
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
-from fedgs.protocols import common
+from fedgs.protocols import common, gswgan, secagg
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for, state_dir_for
 
+Reply = RecordDict | SecureContribution
 # (run config with the policy applied, partition id, request content) -> reply content
-Handler = Callable[[RunConfig, int, RecordDict], RecordDict]
+Handler = Callable[[RunConfig, int, RecordDict], Reply]
+SECURE_QUERIES = (gswgan.QUERY,)  # the queries a node may answer through secure aggregation
 
 
 def _answering(session: Callable[[RunConfig, int], Any]) -> Handler:
@@ -53,13 +62,19 @@ HANDLERS: dict[str, Handler] = {
     **{entry.query: _answering(entry.session_factory()) for entry in ALGORITHMS.values()},
     WARM_START: _warm_start,
 }
-MESSAGE_TYPES = tuple(HANDLERS)
+MESSAGE_TYPES = (*HANDLERS, secagg.SECAGG)  # the SecAgg+ stages: fedgs.client.secure_node
 QUERIES = {entry.query: entry for entry in ALGORITHMS.values()}
 
 
 def allowed_message_types(policy: NodePolicy) -> tuple[str, ...]:
+    """The query of the policy's strategy, its warm start, and the SecAgg+ stages if its query
+    may be answered securely."""
     served = algorithm(policy.strategy)
-    return (served.query, *((WARM_START,) if served.warm_started else ()))
+    return (
+        served.query,
+        *((WARM_START,) if served.warm_started else ()),
+        *((secagg.SECAGG,) if served.query in SECURE_QUERIES else ()),
+    )
 
 
 def requested_batch(message_type: str, content: RecordDict) -> int:
@@ -95,22 +110,65 @@ def validated_arrays(
     ]
 
 
+def check_secure(
+    message_type: str, content: RecordDict, config: RunConfig, policy: NodePolicy
+) -> None:
+    """A secure query's setup and noise within the policy; a plain query where the policy
+    allows one (a warm start releases nothing and needs neither)."""
+    if not secagg.is_secure(content):
+        if message_type in SECURE_QUERIES:
+            policy.check_plain()
+        return
+    if message_type not in SECURE_QUERIES:
+        raise PolicyViolation(f"'{message_type}' cannot be answered through secure aggregation")
+    setup, noise, _ = secagg.read_setup(content)
+    params = secagg.setup_params(setup, noise)
+    batch = requested_batch(message_type, content)
+    policy.check_secure(params.to_dict(), noise, config, batch, common.PIXELS)
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A request that passed every check made without the node's data: what :func:`answer`
+    serves (``config`` with the policy applied)."""
+
+    message_type: str
+    content: RecordDict
+    config: RunConfig
+    batches: list[common.FakeBatches]
+
+
+def admit(
+    message_type: str, content: RecordDict, config: RunConfig, policy: NodePolicy
+) -> Admitted:
+    """Check a request within ``policy``, or raise (PolicyViolation, ProtocolError), touching
+    nothing private."""
+    check_message_type(message_type, policy)
+    policy.check_values(config)
+    config = policy.applied_to(config)
+    batches = validated_arrays(message_type, content, policy)
+    check_secure(message_type, content, config, policy)
+    return Admitted(message_type, content, config, batches)
+
+
+def answer(request: Admitted, partition_id: int) -> Reply:
+    """Serve an admitted request: the node's dataset (its writer, its classes against the
+    fakes' labels; RequestRefused), then the handler under the client's lock."""
+    client_id = client_id_of(request.config, partition_id)
+    num_classes = dataset_for(request.config).num_classes
+    for fakes in request.batches:
+        common.check_classes(fakes, num_classes)
+    with ClientStateStore(state_dir_for(request.config)).locked(client_id):
+        return HANDLERS[request.message_type](request.config, partition_id, request.content)
+
+
 def serve(
     message_type: str,
     content: RecordDict,
     config: RunConfig,
     policy: NodePolicy,
     partition_id: int,
-) -> RecordDict:
+) -> Reply:
     """Answer one request within ``policy``, or raise (PolicyViolation, RequestRefused,
     ProtocolError) before anything private is touched."""
-    check_message_type(message_type, policy)
-    policy.check_values(config)
-    config = policy.applied_to(config)
-    batches = validated_arrays(message_type, content, policy)
-    client_id = client_id_of(config, partition_id)
-    num_classes = dataset_for(config).num_classes
-    for fakes in batches:
-        common.check_classes(fakes, num_classes)
-    with ClientStateStore(state_dir_for(config)).locked(client_id):
-        return HANDLERS[message_type](config, partition_id, content)
+    return answer(admit(message_type, content, config, policy), partition_id)

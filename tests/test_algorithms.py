@@ -9,6 +9,7 @@ from fedgs.algorithms import ALGORITHMS, STRATEGIES, WARM_START, algorithm
 from fedgs.client import gate
 from fedgs.privacy.policy import NodePolicy
 from fedgs.privacy.threat_models import NEIGHBOURING, THREAT_MODELS, UNTRUSTED_SERVER
+from fedgs.protocols.secagg import SECAGG
 from fedgs.run_config import RunConfig
 from fedgs.server.federated_run import FederatedRun
 
@@ -20,7 +21,9 @@ def test_every_entry_is_served_driven_and_reported(name: str) -> None:
     assert entry.query in gate.HANDLERS  # a client session answers its query
     assert gate.QUERIES[entry.query] is entry and entry.batch_records  # the gate checks batches
     served = gate.allowed_message_types(NodePolicy.deployment_default(name))
-    assert served == ((entry.query, WARM_START) if entry.warm_started else (entry.query,))
+    secure = (SECAGG,) if entry.query in gate.SECURE_QUERIES else ()
+    warm = (WARM_START,) if entry.warm_started else ()
+    assert served == (entry.query, *warm, *secure)
     assert entry.threat_model in THREAT_MODELS and entry.neighbouring in NEIGHBOURING
     assert entry.noise_key.replace("-", "_") in RunConfig.__dataclass_fields__
     assert all(k.replace("-", "_") in RunConfig.__dataclass_fields__ for k in entry.own_options)
@@ -34,7 +37,8 @@ def test_every_entry_is_served_driven_and_reported(name: str) -> None:
 def test_message_types_are_distinct_and_the_warm_start_is_shared() -> None:
     queries = [a.query for a in ALGORITHMS.values()]
     assert len(set(queries)) == len(queries) and WARM_START not in queries
-    assert set(gate.MESSAGE_TYPES) == {*queries, WARM_START}
+    assert set(gate.MESSAGE_TYPES) == {*queries, WARM_START, SECAGG}
+    assert gate.SECURE_QUERIES == (algorithm("gswgan").query,)  # the SecAgg+ stages: gswgan's
 
 
 def test_an_unknown_strategy_names_the_known_ones() -> None:
