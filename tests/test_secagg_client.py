@@ -362,6 +362,13 @@ def test_only_gswgan_nodes_serve_secagg_stages(tmp_path: Path) -> None:
 # --- the policy's new keys -------------------------------------------------------------------
 
 
+def test_a_simulated_secure_run_accepts_the_users_own_floors() -> None:
+    user = {"secure-aggregation": True, "clients-per-step": 3, "secagg-min-survivors": 2}
+    policy = NodePolicy.from_run_config(RunConfig.from_user_config(user))
+    assert (policy.min_cohort, policy.min_threshold) == (2, 2)
+    assert NodePolicy.from_run_config(RunConfig()).min_cohort == 3  # not secure: the default
+
+
 def test_the_policy_reads_and_checks_its_secure_aggregation_keys() -> None:
     policy = NodePolicy.from_node_config(
         {"policy-secagg-only": "true", "policy-min-cohort": "5", "policy-min-threshold": 3}

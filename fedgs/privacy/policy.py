@@ -124,8 +124,13 @@ class NodePolicy:
 
     @classmethod
     def from_run_config(cls, config: RunConfig) -> NodePolicy:
-        """A simulation's policy: the user's own settings (budget 0 = no budget, as passed)."""
+        """A simulation's policy: the user's own settings (budget 0 = no budget, as passed;
+        a secure run's nodes accept the m_min and threshold the user chose)."""
         fedavg = config.strategy == "fedavg-gan"
+        floors: dict[str, int] = {}
+        if config.secure_aggregation:
+            settings = config.secagg_settings()
+            floors = {"min_cohort": settings.min_survivors, "min_threshold": settings.threshold}
         return cls(
             strategy=config.strategy,
             min_noise_multiplier=config.noise_multiplier,
@@ -134,6 +139,7 @@ class NodePolicy:
             delta=config.delta,
             epsilon_budget=config.client_budget_epsilon,
             accountant=config.accountant,
+            **floors,
         )
 
     @classmethod
