@@ -24,7 +24,6 @@ from flwr.app import RecordDict
 
 from fedgs.client.common import RequestRefused, SecureContribution
 from fedgs.client.critic_session import CriticSession
-from fedgs.models.losses import generator_upstream_gradient
 from fedgs.privacy import distributed_noise
 from fedgs.privacy.distributed_accounting import step_event
 from fedgs.privacy.distributed_noise import DistributedNoiseParams
@@ -128,10 +127,7 @@ class GSWGANSession(CriticSession):
         contributes zeros with the same noise. ``encode`` clips the whole vector to C sqrt(B)
         too, so a row's float32 rounding above C cannot raise the sensitivity."""
         try:
-            upstream = generator_upstream_gradient(
-                self.critic.critic, fake.to(self.device), labels.to(self.device)
-            )
-            rows, _ = clip_rows(upstream, self.gswgan.clip_norm)
+            rows, _ = clip_rows(self.critic.upstream_gradient(fake, labels), self.gswgan.clip_norm)
             vector = rows.double().flatten().cpu().numpy()
         except NonFiniteGradientError as error:
             self._diverged(error)

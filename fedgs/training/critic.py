@@ -105,11 +105,16 @@ class PrivateCritic:
         results = [self._critic_step(*batches[i % len(batches)], step) for i in range(n)]
         return CriticStats(sum(r[0] for r in results) / n, sum(r[1] for r in results) / n, n)
 
-    def answer(self, fake: torch.Tensor, fake_labels: torch.Tensor) -> SanitizedGradient:
-        """The sanitized upstream gradient for the server's batch: the client's only release."""
-        grads = generator_upstream_gradient(
+    def upstream_gradient(self, fake: torch.Tensor, fake_labels: torch.Tensor) -> torch.Tensor:
+        """The raw gradient of the critic's loss w.r.t. the server's batch: private until a
+        mechanism (``answer``'s sanitizer, or the secure path's encoder) has released it."""
+        return generator_upstream_gradient(
             self.critic, fake.to(self.device), fake_labels.to(self.device)
         )
+
+    def answer(self, fake: torch.Tensor, fake_labels: torch.Tensor) -> SanitizedGradient:
+        """The sanitized upstream gradient for the server's batch: the client's only release."""
+        grads = self.upstream_gradient(fake, fake_labels)
         return sanitize(grads, self.config.clip_norm, self.config.noise_multiplier)
 
     def warm_start(self, steps: int) -> CriticStats:
