@@ -6,14 +6,16 @@ Every wait is bounded; a test that times out says what it waited for.
 from __future__ import annotations
 
 import csv
+import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import torch
 
 from fedgs.deploy import processes, topology
+from fedgs.deploy.launcher import LocalDeployment
 from fedgs.privacy import PrivacyLedger
 
 # tiny models and batches (the embedded data, one client per node): seconds per step; sigma 12
@@ -98,3 +100,23 @@ def socket_superlink_args(socket: Path, secret: Path) -> list[str]:
         superexec_secret=str(secret),
         python=sys.executable,
     )
+
+
+def restart_node_with_policy(
+    deployment: LocalDeployment, partition_id: int, policy: Mapping[str, str | int | float]
+) -> None:
+    """Restart node ``partition_id`` (SuperNode and SuperExec) with ``policy`` over the
+    deployment's own: its ``--node-config`` holds those ``policy-*`` keys, nothing else
+    changes (the data holder who chose a stricter policy); ``start_node`` restores it."""
+    deployment.kill_node(partition_id, signal.SIGTERM)
+    name = topology.node_name(partition_id)
+    argv = deployment.commands()[name]
+    argv[argv.index("--node-config") + 1] = topology.node_config(
+        partition_id,
+        deployment.options.nodes,
+        str(deployment.state_dir(partition_id)),
+        {**deployment.options.policy, **policy},
+        deployment.options.device,
+    )
+    deployment.start_component(name, argv)
+    deployment.start_component(topology.executor_name(partition_id))
