@@ -15,6 +15,8 @@ changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 
@@ -33,24 +35,38 @@ VALUES = "values"
 
 
 def serve(
-    message: Message, context: Context, config: RunConfig, policy: NodePolicy, partition_id: int
+    message: Message,
+    context: Context,
+    config: RunConfig,
+    policy: NodePolicy,
+    partition_id: int,
+    answer: Callable[[gate.Admitted, int], gate.Reply] | None = None,
 ) -> RecordDict:
-    """The reply content of any request: SecAgg+ stages here, queries through the gate."""
+    """The reply content of any request: SecAgg+ stages here, queries through the gate.
+    ``answer`` serves an admitted query (``gate.answer``, the node's data, unless given: the
+    communication measurement's stand-in answers a secure query without any data)."""
+    answer = answer or gate.answer
     message_type, content = message.metadata.message_type, message.content
     if message_type == secagg.SECAGG:
         gate.check_message_type(message_type, policy)
         return _next_stage(context.state, content)
     request = gate.admit(message_type, content, config, policy)
     if not secagg.is_secure(content):
-        reply = gate.answer(request, partition_id)
+        reply = answer(request, partition_id)
         if not isinstance(reply, RecordDict):
             raise TypeError("a plain query was answered with a secure contribution")
         return reply
-    return _contribute(message.metadata.dst_node_id, context.state, policy, request, partition_id)
+    node = message.metadata.dst_node_id
+    return _contribute(node, context.state, policy, request, partition_id, answer)
 
 
 def _contribute(
-    node_id: int, state: RecordDict, policy: NodePolicy, request: gate.Admitted, partition_id: int
+    node_id: int,
+    state: RecordDict,
+    policy: NodePolicy,
+    request: gate.Admitted,
+    partition_id: int,
+    answer: Callable[[gate.Admitted, int], gate.Reply],
 ) -> RecordDict:
     """A secure query: the SecAgg+ setup first (its keys), then the contribution; the session
     and the values are stored before the reply (identity, policy used, keys) is returned."""
@@ -59,7 +75,7 @@ def _contribute(
     )
     setup, _, _ = secagg.read_setup(request.content)
     keys = session.handle(setup)
-    contribution = gate.answer(request, partition_id)
+    contribution = answer(request, partition_id)
     if not isinstance(contribution, SecureContribution):
         raise TypeError("a secure query was answered in the clear")
     state[SESSION] = ConfigRecord(session.to_dict())
