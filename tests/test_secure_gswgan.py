@@ -25,6 +25,7 @@ from fedgs.secagg import ClientSession
 from fedgs.server.gswgan_run import GSWGANRun
 from fedgs.server.gswgan_strategy import GSWGANStrategy
 from fedgs.training.generator import GeneratorTrainer
+from fedgs.training.run_dir import summarize
 
 NODES = [101, 102, 103, 104, 105]
 QUERY = "query"
@@ -265,3 +266,10 @@ def test_the_report_labels_every_secure_figure(tmp_path: Path) -> None:
     # one share is never more noise than the m_min - colluders honest ones (here: one)
     assert local["epsilon"] >= secure["epsilon"]
     assert report["queries"]["total"] == 5
+    # the summary a run prints at its end quotes the three figures with their models
+    (tmp_path / "metrics.csv").write_text("step,sampled,answered\n1,5,5\n")
+    lines = summarize(tmp_path).splitlines()
+    assert "private generator steps through secure aggregation (SecAgg+" in lines[0]
+    assert f"max over clients): {secure['epsilon']:.2f}" in lines[1]
+    assert "at most 2 colluding clients" in lines[1] and "ddg-rdp" in lines[2]
+    assert lines[3].startswith("  epsilon (local noise only") and "trusted sampler" not in lines

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from fedgs.algorithms import algorithm
 from fedgs.privacy.client_sampling import FIXED_SEED_REASON
 from fedgs.privacy.report import load_privacy, privacy_report
-from fedgs.privacy.threat_models import TRUSTED_AGGREGATOR, TRUSTED_SERVER
+from fedgs.privacy.threat_models import SECURE_AGGREGATION, TRUSTED_AGGREGATOR, TRUSTED_SERVER
 from fedgs.private_files import PRIVATE_FILE, private_dir, private_open
 
 if TYPE_CHECKING:
@@ -159,16 +159,52 @@ def _privacy_lines(privacy: dict) -> list[str]:
             + _amplified(trusted, sampling, figure),
             "  epsilon (untrusted server): none (clients send unnoised deltas)",
         ]
+    if privacy.get("headline") == SECURE_AGGREGATION:
+        return _secure_privacy_lines(privacy, delta) + _query_lines(privacy)
     untrusted, trusted = privacy["untrusted_server"], privacy["trusted_sampler"]
-    queries = privacy["queries"]
     neighbouring = privacy["neighbouring"]
-    lines = [
+    return [
         f"{privacy['steps']} private generator steps",
         f"  epsilon (untrusted server, {untrusted['accountant']}, {delta}, {neighbouring}; "
         f"max over clients): {untrusted['epsilon']:.2f}",
         f"  epsilon (trusted sampler: assumes secret uniform sampling, {trusted['accountant']}, "
         f"{delta}, {neighbouring}): "
         + _amplified(trusted, sampling, _trusted_sampler_figure(trusted, privacy["steps"])),
+    ] + _query_lines(privacy)
+
+
+def _secure_privacy_lines(privacy: dict, delta: str) -> list[str]:
+    """A secure-aggregation run: its headline, the tighter ddg-rdp figure and, beside them,
+    what the clients' own noise shares guarantee if the secure-aggregation assumptions fail."""
+    secure, local = privacy["secure_aggregation"], privacy["untrusted_server"]
+    secagg, neighbouring = privacy["secagg"], privacy["neighbouring"]
+    model = (
+        f"honest-but-curious server, at most {secagg['threshold'] - 1} colluding clients, at "
+        f"least {secagg['min_survivors']} survivors"
+    )
+    lines = [
+        f"{privacy['steps']} private generator steps through secure aggregation (SecAgg+, "
+        f"cohorts of {secagg['max_clients']}, threshold {secagg['threshold']}, "
+        f"{secagg['bits']}-bit sums)",
+        f"  epsilon (secure aggregation: {model}; {secure['accountant']}, {delta}, "
+        f"{neighbouring}; max over clients): {secure['epsilon']:.2f}",
+    ]
+    if tighter := privacy.get("secure_aggregation_ddg_rdp"):
+        lines.append(
+            f"  epsilon (the same, {tighter['accountant']}: the sum of discrete Gaussians' own "
+            f"bound): {tighter['epsilon']:.2f}"
+        )
+    lines.append(
+        f"  epsilon (local noise only: a client's own share, if those assumptions fail; "
+        f"{local['accountant']}, {delta}, {neighbouring}): {local['epsilon']:.2f}"
+    )
+    return lines
+
+
+def _query_lines(privacy: dict) -> list[str]:
+    """What GS-WGAN's server sent and what became of it."""
+    queries = privacy["queries"]
+    lines = [
         f"  queries per client (paid when sent): max {queries['max']}, median "
         f"{queries['median']} over {queries['clients_queried']} clients",
     ]
