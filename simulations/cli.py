@@ -68,6 +68,8 @@ COMM_COST_KEYS = (
 
 
 def _register_comm_cost(subparsers: argparse._SubParsersAction) -> None:
+    from fedgs.simulations.comm_cost import SECAGG_COHORTS
+
     parser = subparsers.add_parser(
         "comm-cost",
         help="bytes per generator update of every strategy, measured on real messages",
@@ -76,11 +78,23 @@ def _register_comm_cost(subparsers: argparse._SubParsersAction) -> None:
             "paper's networks and with fedgs') for one step each on Flower's simulation engine "
             "on the same data, measures the serialized size of every message, and writes a "
             "table (markdown + CSV) and a log-scale bar chart to --out. A message's size does "
-            "not depend on how long anything trained: --steps N averages over N steps."
+            "not depend on how long anything trained: --steps N averages over N steps. GS-WGAN "
+            "with secure aggregation (SecAgg+'s four round trips) is measured on one secure "
+            "step in this process per --secagg-cohorts size m; m = 100 alone takes about half a "
+            "minute on two cores."
         ),
     )
     groups = add_arguments(parser, COMM_COST_KEYS)
     parser.add_argument("--steps", type=int, default=1, help="steps per variant (%(default)s)")
+    parser.add_argument(
+        "--secagg-cohorts",
+        type=int,
+        nargs="*",
+        default=list(SECAGG_COHORTS),
+        metavar="M",
+        help="cohort sizes of the secure-aggregation rows, each >= 3; none: no secure rows "
+        f"(default: {' '.join(map(str, SECAGG_COHORTS))})",
+    )
     parser.add_argument("--out", default="runs/comm-cost", help="output folder (%(default)s)")
     _add_engine_options(groups["engine"])
     parser.set_defaults(handler=_run_comm_cost)
@@ -133,10 +147,13 @@ def _engine(args: argparse.Namespace) -> EngineOptions:
 
 
 def _run_comm_cost(args: argparse.Namespace) -> int:
-    from fedgs.simulations.comm_cost import measure, write_outputs
+    from fedgs.simulations.comm_cost import measure, measure_secure, write_outputs
 
     if args.steps < 1:
         print("fedgs comm-cost: error: --steps must be at least 1")
+        return 2
+    if any(m < 3 for m in args.secagg_cohorts):
+        print("fedgs comm-cost: error: --secagg-cohorts sizes must be at least 3")
         return 2
     try:
         base, engine = from_namespace(args), _engine(args)
@@ -147,6 +164,7 @@ def _run_comm_cost(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     try:
         rows = measure(base, out, engine)
+        rows += measure_secure(base, tuple(args.secagg_cohorts))
     except stopping.StopRequested as stop:
         return exit_stopped("fedgs comm-cost", f"{stop}; nothing of the table was written")
     paths = write_outputs(rows, out, base)
