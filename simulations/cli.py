@@ -80,8 +80,8 @@ def _register_comm_cost(subparsers: argparse._SubParsersAction) -> None:
             "table (markdown + CSV) and a log-scale bar chart to --out. A message's size does "
             "not depend on how long anything trained: --steps N averages over N steps. GS-WGAN "
             "with secure aggregation (SecAgg+'s four round trips) is measured on one secure "
-            "step in this process per --secagg-cohorts size m; m = 100 alone takes about half a "
-            "minute on two cores."
+            "step in this process per --secagg-cohorts size m; m = 100 alone takes about a "
+            "minute of one core."
         ),
     )
     groups = add_arguments(parser, COMM_COST_KEYS)
