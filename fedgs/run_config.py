@@ -356,6 +356,13 @@ class RunConfig:
         0, "secagg", "neighbours each client shares secrets with; 0 = every other (complete)"
     )
     secagg_bits: int = option(32, "secagg", "modulus bits k of the secure sum (mod 2^k)")
+    ray_address: str = option(
+        "",
+        "engine",
+        "simulation: a running Ray cluster to join (HOST:PORT of its head, or auto) instead of "
+        "starting a local Ray; its nodes run the ClientApps, so state-dir must then be an "
+        "absolute path on storage every node mounts at that path (docs/running.md); '' = local",
+    )
 
     @classmethod
     def from_user_config(cls, *layers: Mapping[str, Any]) -> RunConfig:
@@ -422,6 +429,8 @@ class RunConfig:
             raise ValueError(
                 f"unknown wire-dtype {self.wire_dtype!r} (known: {', '.join(WIRE_DTYPES)})"
             )
+        if self.ray_address:
+            self._check_ray_address()
         if self.secure_aggregation:
             self._check_secure_aggregation()
         else:
@@ -429,6 +438,23 @@ class RunConfig:
             for key in SECAGG_OPTIONS:
                 if getattr(self, key.replace("-", "_")) != defaults[key.replace("-", "_")].default:
                     raise ValueError(f"{key} is set but secure-aggregation is off")
+
+    def _check_ray_address(self) -> None:
+        """A cluster runs a client on any node, step after step: its critic and privacy ledger
+        must be one folder all nodes share, or the ledger forks and the epsilon is wrong."""
+        host, _, port = self.ray_address.rpartition(":")
+        if self.ray_address != "auto" and (not host or not port.isdigit() or "://" in host):
+            raise ValueError(
+                f"ray-address must be HOST:PORT of the cluster's head or auto, got "
+                f"{self.ray_address!r} (Ray Client's ray:// is not supported: run fedgs "
+                "simulate on a node of the cluster)"
+            )
+        if not self.state_dir.startswith("/"):
+            raise ValueError(
+                "ray-address needs state-dir: an absolute path on storage every node of the "
+                "cluster mounts at that path (NFS, a cluster file system), where each client's "
+                "critic and privacy ledger live; a client runs on any node, step after step"
+            )
 
     def _check_secure_aggregation(self) -> None:
         """Refuse settings no secure step could run with, each with its reason."""
