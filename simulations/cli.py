@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fedgs import recipes, stopping
 from fedgs.run_config import add_arguments, from_namespace
-from fedgs.simulations.simulate import EngineOptions, run_simulation
+from fedgs.simulations.simulate import EngineOptions, refuse_local_ray_options, run_simulation
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -113,13 +113,15 @@ def _add_engine_options(engine: argparse._ArgumentGroup) -> None:
         "--ray-cpus",
         type=int,
         default=defaults.ray_cpus,
-        help="CPUs Ray may use; 0 = all (%(default)s)",
+        help="CPUs the local Ray may use; 0 = all; refused with --ray-address, where each "
+        "node's `ray start --num-cpus` sets its own (%(default)s)",
     )
     engine.add_argument(
         "--object-store-mb",
         type=int,
         default=defaults.object_store_mb,
-        help="cap on Ray's object store (%(default)s)",
+        help="cap on the local Ray's object store; refused with --ray-address, where each "
+        "node's `ray start --object-store-memory` sets its own (%(default)s)",
     )
     engine.add_argument(
         "--poll-seconds",
@@ -191,11 +193,14 @@ def exit_stopped(command: str, message: str) -> int:
 def _run(args: argparse.Namespace) -> int:
     from fedgs.data import DataError
     from fedgs.server.silence import ClientsFailed
+    from fedgs.simulations.cluster import ClusterError
     from fedgs.simulations.engine_log import FLOWER_LOG_NAME
     from fedgs.training.run_dir import summarize
 
     try:
         config, engine = from_namespace(args), _engine(args)
+        if config.ray_address:
+            refuse_local_ray_options(engine)
     except (TypeError, ValueError) as error:
         print(f"fedgs simulate: error: {error}")
         return 2
@@ -215,7 +220,7 @@ def _run(args: argparse.Namespace) -> int:
             f"{stop}; `fedgs simulate --resume --out {shlex.quote(str(run_dir))}` (same "
             "options) goes on",
         )
-    except DataError as error:  # raised while counting the clients, before Ray starts
+    except (DataError, ClusterError) as error:  # raised before Ray's engine starts
         print(f"fedgs simulate: error: {error}")
         return 2
     except ClientsFailed as error:

@@ -4,7 +4,10 @@ Every client is a virtual SuperNode running the real ClientApp; the real ServerA
 Ray is bound to 127.0.0.1 (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0) and its object
 store is capped. Ray starts its workers at nice 15; here the worker actors are the clients' whole
 workload, so they run at the driver's priority (RAY_worker_niceness=0): niced, any other job on
-the machine starves the simulation.
+the machine starves the simulation. With ``ray-address`` the run joins a running Ray cluster
+instead, whose nodes run the ClientApps (``fedgs.simulations.cluster`` checks first that they all
+see the state directory); each node's own ``ray start`` then sets its CPUs, object store and
+niceness.
 
 Ctrl-C and SIGTERM stop a run cleanly (``fedgs.stopping``): Flower's engine keeps the main thread,
 so the signal only requests the stop, and the ServerApp's loops end at their next unit of work and
@@ -46,15 +49,22 @@ class EngineOptions:
             raise ValueError(f"server threads must be >= 0, got {self.server_threads}")
 
 
-def backend_config(options: EngineOptions, gpus_per_client: float = 0.0) -> dict:
+def backend_config(
+    options: EngineOptions, gpus_per_client: float = 0.0, ray_address: str = ""
+) -> dict:
     """Ray resources: ``gpus_per_client`` is the run config's ``client-num-gpus`` (a fraction
-    lets several clients share one GPU; Ray hides the GPUs from clients that ask for none)."""
+    lets several clients share one GPU; Ray hides the GPUs from clients that ask for none).
+    With ``ray_address`` Flower's engine joins that cluster (``ray.init(address=...)``)."""
     init_args: dict = {
-        "object_store_memory": options.object_store_mb * 1024**2,
         "log_to_driver": False,  # workers' output stays in Ray's session logs (engine_log)
     }
-    if options.ray_cpus > 0:
-        init_args["num_cpus"] = options.ray_cpus
+    if ray_address:
+        refuse_local_ray_options(options)
+        init_args["address"] = ray_address
+    else:
+        init_args["object_store_memory"] = options.object_store_mb * 1024**2
+        if options.ray_cpus > 0:
+            init_args["num_cpus"] = options.ray_cpus
     return {
         "client_resources": {
             "num_cpus": options.cpus_per_client,
@@ -62,6 +72,21 @@ def backend_config(options: EngineOptions, gpus_per_client: float = 0.0) -> dict
         },
         "init_args": init_args,
     }
+
+
+def refuse_local_ray_options(options: EngineOptions) -> None:
+    """``ray.init`` cannot size a cluster it joins: each node's ``ray start --num-cpus`` and
+    ``--object-store-memory`` did, so a local-Ray option with a cluster is an error, not ignored."""
+    given = []
+    if options.ray_cpus != EngineOptions.ray_cpus:
+        given.append("ray-cpus")
+    if options.object_store_mb != EngineOptions.object_store_mb:
+        given.append("object-store-mb")
+    if given:
+        raise ValueError(
+            f"{' and '.join(given)} size a local Ray, not a cluster joined with ray-address: "
+            "each node's `ray start --num-cpus N --object-store-memory BYTES` sets its own"
+        )
 
 
 def num_supernodes(config: RunConfig) -> int:
@@ -73,7 +98,8 @@ def num_supernodes(config: RunConfig) -> int:
 def run_simulation(config: RunConfig, options: EngineOptions) -> Path:
     """Run the ServerApp and ClientApp on Ray; returns the run directory. A stop (Ctrl-C,
     SIGTERM) raises :class:`fedgs.stopping.StopRequested` once the run has saved what it did."""
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray port on 127.0.0.1 only
+    if not config.ray_address:  # a local Ray: every Ray port on 127.0.0.1 only
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     os.environ.setdefault("RAY_worker_niceness", "0")  # Ray's default: 15
     os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")  # SIGTERM is ours
@@ -84,6 +110,12 @@ def run_simulation(config: RunConfig, options: EngineOptions) -> Path:
             raise stopping.StopRequested(
                 "stopped while loading the data, before anything was written"
             ) from None
+        if config.ray_address:
+            from fedgs.simulations.cluster import check_cluster
+
+            if config.data_dir:  # the clients' workers do not share this process's directory
+                config = config.with_updates(data_dir=str(Path(config.data_dir).resolve()))
+            check_cluster(config, options.cpus_per_client)
         with stopping.checked_elsewhere():  # Flower's engine has the main thread
             stopped = _run_on_flower(config, options, nodes)
     if stopped is not None:
@@ -127,7 +159,7 @@ def _run_on_flower(
             server_app=server_app,
             client_app=build_client_app(overrides),
             num_supernodes=nodes,
-            backend_config=backend_config(options, config.client_num_gpus),
+            backend_config=backend_config(options, config.client_num_gpus, config.ray_address),
         )
     return stops[0] if stops else None
 

@@ -59,3 +59,35 @@ def test_simulate_names_bad_data_without_a_traceback(tmp_path: Path, capsys) -> 
     out = capsys.readouterr().out
     assert code == 2 and out.startswith("fedgs simulate: error:") and str(missing) in out
     assert not (tmp_path / "run").exists()  # refused before anything was started or written
+
+
+def test_ray_address_needs_an_absolute_state_dir_and_a_head_address() -> None:
+    """A cluster runs each client on any node: without one shared state dir its ledger forks."""
+    assert RunConfig().ray_address == ""
+    RunConfig(ray_address="auto", state_dir="/shared/state")
+    RunConfig(ray_address="10.0.0.5:6379", state_dir="/shared/state")
+    for state_dir in ("", "runs/state"):
+        with pytest.raises(ValueError, match="ray-address needs state-dir"):
+            RunConfig(ray_address="10.0.0.5:6379", state_dir=state_dir)
+    for address in ("ray://10.0.0.5:10001", "10.0.0.5", "host:port"):
+        with pytest.raises(ValueError, match="ray-address must be HOST:PORT"):
+            RunConfig(ray_address=address, state_dir="/shared/state")
+
+
+def test_ray_address_joins_without_sizing_the_cluster(tmp_path: Path, capsys) -> None:
+    from fedgs.cli import main
+    from fedgs.simulations.simulate import EngineOptions, backend_config
+
+    joined = backend_config(EngineOptions(), 0.0, "127.0.0.1:6379")["init_args"]
+    assert joined == {"log_to_driver": False, "address": "127.0.0.1:6379"}
+    local = backend_config(EngineOptions(ray_cpus=2))["init_args"]
+    assert local["num_cpus"] == 2 and "address" not in local
+    with pytest.raises(ValueError, match="object-store-mb size a local Ray"):
+        backend_config(EngineOptions(object_store_mb=256), 0.0, "auto")
+
+    run = ["simulate", "--ray-address", "127.0.0.1:1", "--out", str(tmp_path / "run")]
+    assert main([*run, "--state-dir", "state"]) == 2
+    assert "ray-address needs state-dir: an absolute path" in capsys.readouterr().out
+    assert main([*run, "--state-dir", str(tmp_path), "--ray-cpus", "2"]) == 2
+    assert "ray-cpus size a local Ray" in capsys.readouterr().out
+    assert not (tmp_path / "run").exists()  # refused before Ray or anything else started
