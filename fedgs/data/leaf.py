@@ -257,7 +257,7 @@ def read_leaf(shards: list[Shard]) -> tuple[ClientArrays, dict[str, Any]]:
     return arrays, info
 
 
-def _relabel(labels: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
+def relabel(labels: np.ndarray, mode: str) -> tuple[np.ndarray, np.ndarray]:
     """(keep mask, new labels) of LEAF labels 0..61 in a label mode."""
     if mode == "digits":
         return labels < 10, labels
@@ -272,7 +272,7 @@ def pooled_rows(writers: ClientArrays, mode: str) -> tuple[np.ndarray, np.ndarra
     """All rows (train, then test) of ``writers`` in label mode ``mode``, as one pool."""
     assert writers.test_counts is not None
     pixels = np.concatenate([writers.train_pixels, writers.test_pixels])
-    keep, labels = _relabel(np.concatenate([writers.train_labels, writers.test_labels]), mode)
+    keep, labels = relabel(np.concatenate([writers.train_labels, writers.test_labels]), mode)
     return pixels[keep], labels[keep]
 
 
@@ -287,7 +287,7 @@ def select_labels(writers: ClientArrays, mode: str) -> tuple[ClientArrays, dict[
     num_writers = len(writers.client_ids)
 
     def kept(pixels: np.ndarray, labels: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, ...]:
-        keep, new = _relabel(labels, mode)
+        keep, new = relabel(labels, mode)
         owner = np.repeat(np.arange(num_writers), counts)
         return pixels[keep], new[keep], owner[keep]
 

@@ -74,18 +74,30 @@ def split_writers(
     ``writers`` has one entry per writer with its own train and test rows (`leaf.read_leaf`);
     the last two are the two halves of the evaluation writers.
     """
-    ids = writers.client_ids
-    held = np.array([is_evaluation_writer(w) for w in ids], dtype=bool)
-    classifier = np.array([is_classifier_writer(w) for w in ids], dtype=bool)
+    held, classifier = roles(writers.client_ids)
     training = _writers(writers, ~held)
     classifier_writers = _writers(writers, classifier)
     reference_writers = _writers(writers, held & ~classifier)
-    record = {
+    return training, classifier_writers, reference_writers, record(writers.client_ids)
+
+
+def roles(writer_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(evaluation writer, classifier writer) flags of ``writer_ids``, as boolean arrays."""
+    held = np.array([is_evaluation_writer(w) for w in writer_ids], dtype=bool)
+    classifier = np.array([is_classifier_writer(w) for w in writer_ids], dtype=bool)
+    return held, classifier
+
+
+def record(writer_ids: list[str]) -> dict[str, Any]:
+    """What a dataset's ``info`` records about the split of ``writer_ids`` (every loader's)."""
+    held, classifier = roles(writer_ids)
+    return {
         "rule": RULE,
         "evaluation_share": EVALUATION_SHARE,
-        "training_writers": len(training.client_ids),
+        "training_writers": int((~held).sum()),
         "evaluation_writers": int(held.sum()),
-        "classifier_writer_ids": classifier_writers.client_ids,
-        "reference_writer_ids": reference_writers.client_ids,
+        "classifier_writer_ids": [w for w, c in zip(writer_ids, classifier, strict=True) if c],
+        "reference_writer_ids": [
+            w for w, h, c in zip(writer_ids, held, classifier, strict=True) if h and not c
+        ],
     }
-    return training, classifier_writers, reference_writers, record
