@@ -119,7 +119,9 @@ def test_directory_without_shards(tmp_path: Path) -> None:
     assert str(tmp_path) in str(err.value)
 
 
-def test_load_federated_needs_femnist_dir() -> None:
+def test_load_federated_needs_femnist_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FEDGS_FEMNIST", raising=False)
+    monkeypatch.chdir(tmp_path)  # no default FEMNIST folder (../shared/data/femnist_full) here
     with pytest.raises(DataError, match="data directory"):
         load_federated("femnist")
 

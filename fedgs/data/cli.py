@@ -28,7 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--dataset", choices=DATASET_NAMES, default="embedded")
     parser.add_argument(
-        "--data-dir", help="LEAF FEMNIST folder (femnist) or folder of IDX files (mnist)"
+        "--data-dir",
+        help=(
+            "femnist: a folder of FEMNIST Parquet shards or LEAF's output (default: "
+            "$FEDGS_FEMNIST, else ../shared/data/femnist_full); mnist: a folder of IDX files"
+        ),
     )
     parser.add_argument("--labels", choices=LABEL_MODES, default="digits")
     parser.add_argument(

