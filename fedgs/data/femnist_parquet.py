@@ -135,22 +135,17 @@ def decode_rows(path: Path, rows: np.ndarray) -> np.ndarray:
 
 
 FEMNIST_ENV = "FEDGS_FEMNIST"
-# last place looked when no folder is named: shared/data/femnist_full beside the current
-# directory, the layout where a checkout sits next to a folder of shared data
-BESIDE = Path("..") / "shared" / "data" / "femnist_full"
 
 
 def default_dir() -> Path:
-    """The FEMNIST folder used when none is given: ``$FEDGS_FEMNIST``, else `BESIDE`."""
+    """The FEMNIST folder used when none is given: ``$FEDGS_FEMNIST``. No path is guessed: a
+    run's data is what its user named, never whatever happens to sit near the current folder."""
     env = os.environ.get(FEMNIST_ENV)
     if env:
         return Path(env).expanduser()
-    if BESIDE.is_dir():
-        return BESIDE
     raise DataError(
         f"the femnist dataset needs a data directory: pass --data-dir (a folder of FEMNIST "
-        f"Parquet shards, or LEAF's own output), or set {FEMNIST_ENV} to one; no folder was "
-        f"named and {BESIDE.resolve()} does not exist"
+        f"Parquet shards, or LEAF's own output), or set {FEMNIST_ENV} to one"
     )
 
 
