@@ -22,6 +22,7 @@ _SUBCOMMAND_MODULES: tuple[str, ...] = (
     "fedgs.deploy.cli",
     "fedgs.simulations.debug_cli",
     "fedgs.evaluation.cli",
+    "fedgs.audit.cli",
 )
 
 
