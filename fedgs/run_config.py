@@ -109,9 +109,17 @@ class RunConfig:
     # app_bundle), and so the app hash data holders allowlist, follows it. Each field's group
     # (GROUPS), not this order, arranges --help, docs/options.md and pyproject.toml.
     dataset: str = option(
-        "embedded", "data", "embedded (offline default), femnist (LEAF), mnist (IDX) or saved"
+        "embedded",
+        "data",
+        "embedded (offline default), femnist (one client per writer: Parquet shards or LEAF "
+        "output), mnist (IDX) or saved",
     )
-    data_dir: str = option("", "data", "LEAF output or MNIST IDX folder")
+    data_dir: str = option(
+        "",
+        "data",
+        "femnist: a folder of Parquet shards or LEAF output (default $FEDGS_FEMNIST); mnist: "
+        "the IDX folder",
+    )
     labels: str = option("digits", "data", "femnist labels: digits, merged36 or all62")
     num_clients: int = option(
         0,
