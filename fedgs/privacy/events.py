@@ -130,6 +130,19 @@ def fedavg_round_event(
     )
 
 
+def randomized_response_event(epsilon: float) -> dp_event.DiscreteLaplaceDpEvent:
+    """One bit released by binary randomized response: the truth with probability
+    e^epsilon / (1 + e^epsilon), else its flip.
+
+    Written as a discrete Laplace of parameter epsilon and sensitivity 1 because that is the form
+    every fedgs accountant evaluates (autodp as its randomized-response RDP, Google's RDP as
+    ``RandomizedResponseDpEvent``, the PLD natively), and its privacy loss is exactly the bit's:
+    +-epsilon, +epsilon with probability e^epsilon / (1 + e^epsilon).
+    """
+    _check_positive("epsilon", epsilon)
+    return dp_event.DiscreteLaplaceDpEvent(float(epsilon), 1)
+
+
 def compose_counts(charges: Mapping[dp_event.DpEvent, int]) -> dp_event.DpEvent:
     """``count`` times each event, composed (no amplification): a ledger's charges as one."""
     parts = [
