@@ -59,12 +59,25 @@ def _pct(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
-GROUPING_PRIVACY = (
+EXACT_GROUPING_PRIVACY = (
     "Not privacy-accounted: each writer's exact accuracy on its own images decides its group "
     "(as in the papers' procedure, where the deployed model's per-user metrics do), and no "
     "noise is added to it; the epsilons below cover the generators' training on the groups as "
-    "formed, not the grouping, so they are not an end-to-end guarantee of the procedure."
+    "formed, not the grouping, so they are NOT an end-to-end guarantee of the procedure."
 )
+
+
+def grouping_privacy(epsilon: float | None) -> str:
+    """What the grouping step releases and what it costs (None: the exact grouping)."""
+    if epsilon is None:
+        return EXACT_GROUPING_PRIVACY
+    return (
+        f"Private: each writer thresholds its own accuracy on its device and releases one bit "
+        f"by randomized response with epsilon {epsilon:g} (untrusted server, replace-one "
+        "writer; the coin from a fresh ChaCha20 key per writer); the server forms the groups "
+        "from the released bits alone. The classifier and the threshold come from the held-out "
+        "writers, outside the federated population, and are not accounted for them."
+    )
 
 
 def ratio_text(suspected: float, normal: float) -> str:
@@ -108,6 +121,59 @@ def _epsilon_line(group: str, digest: dict[str, Any]) -> str:
     return f"| {group} | {digest['steps']} | {'; '.join(parts)} | {digest['delta']:g} |"
 
 
+def _grouping_text(split: dict[str, Any]) -> str:
+    """How step 3 formed the groups: two accuracy bounds, or one threshold and the bits."""
+    thresholds, grouping = split["thresholds"], split.get("grouping") or {}
+    if grouping.get("epsilon") is None:
+        return (
+            f"Thresholds ({thresholds['source']}): suspected if accuracy <= "
+            f"{_pct(thresholds['suspect_max'])}, normal if >= {_pct(thresholds['normal_min'])}."
+        )
+    return (
+        f"Each writer's bit: low if its accuracy <= {_pct(grouping['threshold'])} "
+        f"({thresholds['source']}), released by randomized response with epsilon "
+        f"{grouping['epsilon']:g} (the truth with probability "
+        f"{_pct(grouping['truth_probability'])}). Suspected: the {grouping['released_low']} "
+        f"writers who released low; normal: the others. The coin flipped {grouping['flipped']} "
+        f"of {grouping['writers']} bits ({grouping['flipped_with_bug']} of writers with the bug, "
+        f"{grouping['flipped_without_bug']} without): ground truth, which the server cannot know."
+    )
+
+
+def end_to_end_line(block: dict[str, Any]) -> str:
+    """The printed summary's privacy line: one end-to-end figure, or why there is none."""
+    if block["epsilon"] is None:
+        return f"end-to-end epsilon per writer: none ({block['note']})"
+    return (
+        f"end-to-end epsilon per writer (max over writers): {block['epsilon']:.4g} (grouping "
+        f"{block['grouping_epsilon']:g} + generator; {block['threat_model']}, "
+        f"{block['accountant']}, delta {block['delta']:g}, {block['neighbouring']} writer)"
+    )
+
+
+def _end_to_end_text(block: dict[str, Any] | None) -> str:
+    """The procedure's end-to-end epsilon per writer, or why there is none."""
+    if block is None:
+        return "End-to-end epsilon: not recorded (older summary)."
+    if block["epsilon"] is None:
+        return f"End-to-end epsilon per writer: none ({block['note']})."
+    groups = ", ".join(f"{g} {e:.4g}" for g, e in block["per_group"].items())
+    target = (
+        f"; target {block['target']:g} end to end, so each generator stopped at its own "
+        f"{block['generator_target']:.4g} ({block['queries_per_writer']} queries per writer at "
+        "most)"
+        if block.get("target") is not None and block.get("queries_per_writer") is not None
+        else ""
+    )
+    return (
+        f"**End-to-end epsilon per writer (max over writers): {block['epsilon']:.4g}** "
+        f"(grouping bit epsilon {block['grouping_epsilon']:g} composed with the writer's "
+        f"queries in its group's generator; {block['threat_model']}, {block['accountant']}, "
+        f"delta {block['delta']:g}, {block['neighbouring']} writer; max per group: "
+        f"{groups}{target})."
+    )
+
+
 def markdown_report(summary: dict[str, Any]) -> str:
     """REPORT.md of a scenario from its summary (the same numbers as summary.json)."""
     s = summary
@@ -130,13 +196,11 @@ def markdown_report(summary: dict[str, Any]) -> str:
         f"{_pct(s['classifier']['median_accuracy_with_bug'])}, without "
         f"{_pct(s['classifier']['median_accuracy_without_bug'])}.",
         "",
-        f"Thresholds ({split['thresholds']['source']}): suspected if accuracy <= "
-        f"{_pct(split['thresholds']['suspect_max'])}, normal if >= "
-        f"{_pct(split['thresholds']['normal_min'])}.",
+        _grouping_text(split),
         "",
         split["confusion_markdown"],
         "",
-        f"Privacy of this step: {GROUPING_PRIVACY}",
+        f"Privacy of this step: {split.get('privacy', EXACT_GROUPING_PRIVACY)}",
         "",
         "## 2. One private generator per group",
         "",
@@ -147,6 +211,8 @@ def markdown_report(summary: dict[str, Any]) -> str:
         "| group | steps | epsilon by threat model | delta |",
         "| --- | ---: | --- | ---: |",
         *(_epsilon_line(g, p) for g, p in s["privacy"].items()),
+        "",
+        _end_to_end_text(s.get("end_to_end")),
         "",
         "## 3. Detection: share of samples that look inverted",
         "",

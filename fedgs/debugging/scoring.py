@@ -106,3 +106,15 @@ def confusion_markdown(table: dict[str, dict[str, int]]) -> str:
     totals = [sum(row[c] for row in table.values()) for c in columns]
     lines.append("| all writers | " + " | ".join(map(str, totals)) + " |")
     return "\n".join(lines)
+
+
+def heldout_threshold(model: DomainClassifier, images: torch.Tensor, labels: torch.Tensor) -> float:
+    """The private grouping's accuracy threshold, from the modeller's held-out writers alone:
+    midway between the classifier's accuracy on their clean images and on the same images
+    inverted. No population writer's data enters it, so it costs no epsilon."""
+
+    def accuracy(x: torch.Tensor) -> float:
+        probs, _ = predict_in_batches(model, x)
+        return float((probs.argmax(1) == labels).double().mean())
+
+    return (accuracy(images) + accuracy(-images)) / 2.0
