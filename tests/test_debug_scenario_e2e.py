@@ -15,6 +15,7 @@ TINY = [
     "--steps", "2", "--warm-start-steps", "0", "--critic-steps", "1", "--batch-size", "8",
     "--generator-width", "4", "--critic-width", "4", "--eval-every", "0",
     "--detect-samples", "40", "--ray-cpus", "1", "--threads", "1",
+    "--grouping-epsilon", "0",  # the exact grouping; the private one: test_private_grouping.py
 ]  # fmt: skip
 
 
