@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fedgs.secagg import SecAggError, SecAggParams, neighbour_graph
+from fedgs.secagg.graph import neighbours_of
 
 GOOD = dict(
     step=3,
@@ -27,6 +28,10 @@ def test_the_graph_is_regular_symmetric_and_loop_free(n: int, degree: int) -> No
         assert node not in peers and list(peers) == sorted(peers)
         assert all(node in graph[peer] for peer in peers)
     assert graph == neighbour_graph(sorted(ids), degree)  # a function of the set of ids
+    for node in ids:  # what a client computes alone is its row of the server's graph
+        assert neighbours_of(ids, degree, node) == graph[node]
+    with pytest.raises(SecAggError, match="not in the cohort"):
+        neighbours_of(ids, degree, 5)
 
 
 def test_impossible_graphs_are_refused() -> None:
@@ -46,6 +51,7 @@ def test_params_round_trip_through_plain_values() -> None:
     assert SecAggParams.from_dict(plain) == params
     assert params.neighbours_per_client == 5
     assert params.graph() == neighbour_graph(GOOD["cohort"], 5)
+    assert all(params.neighbours(v) == params.graph()[v] for v in params.cohort)
 
 
 @pytest.mark.parametrize(

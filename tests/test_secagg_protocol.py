@@ -439,7 +439,8 @@ def test_malformed_replies_drop_their_client_and_the_sum_survives() -> None:
 
 def test_a_wrong_share_of_a_seed_aborts_the_step() -> None:
     """A holder can spoil a seed share it holds (nothing authenticates shares to the server):
-    the rebuilt seed then fails its padding and the step aborts, releasing no sum."""
+    the rebuilt seed is then a uniform element of Z_q, not below 2^256 (but with chance 2^-128),
+    and the step aborts, releasing no sum."""
     step = Step(make_params(6))
     c = step.params.cohort
     step.stage()

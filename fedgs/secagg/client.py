@@ -20,9 +20,8 @@ import os
 from collections.abc import Callable, Mapping
 
 import numpy as np
-from flwr.common.secure_aggregation.crypto.shamir import create_shares
 
-from fedgs.secagg import keys
+from fedgs.secagg import keys, shamir
 from fedgs.secagg import messages as m
 from fedgs.secagg.errors import SecAggError
 from fedgs.secagg.params import SecAggParams
@@ -134,7 +133,7 @@ class ClientSession:
             raise SecAggError(f"threshold {params.threshold} is below this node's minimum")
         if params.min_survivors < self._state["min_cohort"]:
             raise SecAggError(f"min_survivors {params.min_survivors} is below this node's minimum")
-        if tuple(m.id_list(message["neighbours"], "neighbours")) != params.graph()[node]:
+        if tuple(m.id_list(message["neighbours"], "neighbours")) != params.neighbours(node):
             raise SecAggError("the neighbours given differ from the graph of the parameters")
         c_key, s_key = keys.new_private_key(), keys.new_private_key()
         reply = {"c_public": keys.public_to_bytes(c_key), "s_public": keys.public_to_bytes(s_key)}
@@ -148,7 +147,7 @@ class ClientSession:
     def _share_keys(self, message: Message) -> tuple[dict[str, object], dict[str, StateValue]]:
         params = self._params()
         message = m.fields(message, m.SHARE_KEYS, {"ids", "c_public", "s_public"})
-        ids = m.id_list(message["ids"], "ids", set(params.graph()[self._node]))
+        ids = m.id_list(message["ids"], "ids", set(params.neighbours(self._node)))
         if len(ids) < params.threshold:
             raise SecAggError(f"{len(ids)} neighbours advertised keys, fewer than the threshold")
         c_pubs = m.bytes_list(message["c_public"], "c_public", len(ids), keys.PUBLIC_LEN)
@@ -161,8 +160,9 @@ class ClientSession:
         if len(set(all_keys)) != len(all_keys):
             raise SecAggError("two public keys are equal")
         seed = os.urandom(keys.SEED_LEN)
-        b_shares = create_shares(seed, params.threshold, len(ids))
-        s_shares = create_shares(self._state["s_private"], params.threshold, len(ids))
+        b_shares = shamir.split(int.from_bytes(seed, "big"), params.threshold, len(ids))
+        s_private = int.from_bytes(self._state["s_private"], "big")
+        s_shares = shamir.split(s_private, params.threshold, len(ids))
         ciphertexts = [
             keys.seal_shares(c_key, c_pub, params.step, self._node, peer, b_share, s_share)
             for peer, c_pub, b_share, s_share in zip(ids, c_pubs, b_shares, s_shares, strict=True)
@@ -267,7 +267,7 @@ class ClientSession:
         params = self._params()
         if self._node not in params.cohort:
             raise SecAggError("the state's node is not in its cohort")
-        neighbours = set(params.graph()[self._node])
+        neighbours = set(params.neighbours(self._node))
         if "c_private" in state:
             keys.private_from_bytes(state["c_private"])
             keys.private_from_bytes(state["s_private"])

@@ -23,20 +23,37 @@ def neighbour_count(cohort_size: int, degree: int) -> int:
 
 def neighbour_graph(cohort: Sequence[int], degree: int) -> dict[int, tuple[int, ...]]:
     """Each node id -> its neighbours (sorted, never itself); complete when degree >= n - 1."""
+    ids = checked_ids(cohort, degree)
+    return {node: _neighbours(ids, degree, i) for i, node in enumerate(ids)}
+
+
+def neighbours_of(cohort: Sequence[int], degree: int, node: int) -> tuple[int, ...]:
+    """The neighbours of ``node`` alone, as in :func:`neighbour_graph` (O(n), not O(n^2))."""
+    ids = checked_ids(cohort, degree)
+    if node not in ids:
+        raise SecAggError(f"node {node} is not in the cohort")
+    return _neighbours(ids, degree, ids.index(node))
+
+
+def checked_ids(cohort: Sequence[int], degree: int) -> list[int]:
+    """The cohort's ids sorted; SecAggError unless a ``degree``-regular graph joins them."""
     ids = sorted(cohort)
     n = len(ids)
     if len(set(ids)) != n:
         raise SecAggError("the cohort lists a node id twice")
     if degree < 2:
         raise SecAggError(f"the neighbour degree must be at least 2, got {degree}")
-    if degree >= n - 1:
-        return {node: tuple(other for other in ids if other != node) for node in ids}
-    if degree * n % 2:
+    if degree < n - 1 and degree * n % 2:
         raise SecAggError(f"no {degree}-regular graph on {n} nodes: make degree or cohort even")
+    return ids
+
+
+def _neighbours(ids: list[int], degree: int, i: int) -> tuple[int, ...]:
+    """The neighbours of ``ids[i]`` in the graph of the sorted, checked ``ids``."""
+    n, node = len(ids), ids[i]
+    if degree >= n - 1:
+        return tuple(other for other in ids if other != node)
     offsets = [k for o in range(1, degree // 2 + 1) for k in (o, -o)]
     if degree % 2:
         offsets.append(n // 2)
-    return {
-        node: tuple(sorted(ids[(i + offset) % n] for offset in offsets))
-        for i, node in enumerate(ids)
-    }
+    return tuple(sorted(ids[(i + offset) % n] for offset in offsets))

@@ -3,9 +3,10 @@
 Each client makes two SECP384R1 key pairs per step: ``c`` to encrypt shares between neighbours
 (ECDH + HKDF + Fernet via Flower's ``symmetric_encryption``, which authenticates), ``s`` to
 agree the pairwise masks. Private keys travel only inside the client's own state (as the raw
-48-byte scalar) and as Shamir shares; public keys as uncompressed X9.62 points (97 bytes), which
-parsing checks to lie on the curve. The share envelope names the step, sender and receiver
-inside the ciphertext, so a share the server redirects or replays is refused on decryption.
+48-byte scalar) and, for ``s``, as Shamir shares of that scalar (``shamir.py``); public keys as
+uncompressed X9.62 points (97 bytes), which parsing checks to lie on the curve. The share
+envelope names the step, sender and receiver inside the ciphertext, so a share the server
+redirects or replays is refused on decryption.
 """
 
 from __future__ import annotations
@@ -22,16 +23,17 @@ from flwr.common.secure_aggregation.crypto.symmetric_encryption import (
     generate_shared_key,
 )
 
+from fedgs.secagg import shamir
 from fedgs.secagg.errors import SecAggError
 
 CURVE = ec.SECP384R1()
 PRIVATE_LEN = 48
 PUBLIC_LEN = 97
 SEED_LEN = 32
-# Flower's Shamir shares: a 4-byte index + 16 bytes per block of the PKCS#7-padded secret
-B_SHARE_LEN = 4 + 48
-S_SHARE_LEN = 4 + 64
-_MAGIC = b"fedgs-secagg-shares/1"
+# a Shamir share of the seed (b) and of the mask key (s): one element of Z_q each (shamir.py)
+B_SHARE_LEN = shamir.SHARE_LEN
+S_SHARE_LEN = shamir.SHARE_LEN
+_MAGIC = b"fedgs-secagg-shares/2"  # /1: Flower's GF(2^128) shares of the padded secrets
 _HEADER = struct.Struct("<QQQ")  # step, sender, receiver
 ENVELOPE_LEN = len(_MAGIC) + _HEADER.size + B_SHARE_LEN + S_SHARE_LEN
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from fedgs.secagg import messages as m
-from fedgs.secagg.graph import neighbour_count, neighbour_graph
+from fedgs.secagg.graph import checked_ids, neighbour_count, neighbour_graph, neighbours_of
 
 MAX_MODULUS_BITS = 62
 MAX_STEP = 2**63 - 1
@@ -49,7 +49,7 @@ class SecAggParams:
         m.integer(self.modulus_bits, "modulus_bits", 1, MAX_MODULUS_BITS)
         m.integer(self.vector_length, "vector_length", 1, 2**31)
         m.integer(self.degree, "degree", 2, 2**31)
-        neighbour_graph(cohort, self.degree)  # raises if no such regular graph exists
+        checked_ids(cohort, self.degree)  # raises if no such regular graph exists
         d = self.neighbours_per_client
         m.integer(self.threshold, "threshold", d // 2 + 1, d)  # >= 2 as d >= 2
         m.integer(self.min_survivors, "min_survivors", 2, len(cohort))
@@ -62,6 +62,10 @@ class SecAggParams:
     def graph(self) -> dict[int, tuple[int, ...]]:
         """Each node id -> its neighbours."""
         return neighbour_graph(self.cohort, self.degree)
+
+    def neighbours(self, node: int) -> tuple[int, ...]:
+        """The neighbours of ``node`` alone (what a client needs): ``graph()[node]``."""
+        return neighbours_of(self.cohort, self.degree, node)
 
     def to_dict(self) -> dict[str, int | list[int]]:
         """The parameters as plain ints and a list of ints."""

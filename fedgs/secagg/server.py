@@ -20,15 +20,15 @@ from typing import NoReturn
 
 import numpy as np
 from cryptography.hazmat.primitives.asymmetric import ec
-from flwr.common.secure_aggregation.crypto.shamir import combine_shares
 
-from fedgs.secagg import keys
+from fedgs.secagg import keys, shamir
 from fedgs.secagg import messages as m
 from fedgs.secagg.errors import SecAggAbort, SecAggError
 from fedgs.secagg.params import SecAggParams
 from fedgs.secagg.prg import PAIR_MASK, SELF_MASK, derive_key, mask_vector
 
 DONE, ABORTED = "done", "aborted"
+_SEED_BOUND = 2 ** (8 * keys.SEED_LEN)  # a seed rebuilt to this or more comes from a bad share
 _NEXT = {
     m.SETUP: m.SHARE_KEYS,
     m.SHARE_KEYS: m.MASKED_INPUT,
@@ -235,21 +235,25 @@ class ServerSession:
         self._total[:] = 0
         raise SecAggAbort(f"SecAgg+ step {self.params.step} aborted, no sum released: {reason}")
 
-    def _rebuild(self, shares: dict[int, list[bytes]], owner: int, what: str) -> bytes:
-        """The secret of ``owner`` from t of its shares; abort with fewer or with bad ones."""
+    def _rebuild(self, shares: dict[int, list[bytes]], owner: int, what: str, below: int) -> int:
+        """The secret of ``owner`` from t of its shares; abort with fewer, with bad ones, or if
+        it rebuilds to ``below`` or more (a spoiled share gives a uniform element of Z_q)."""
         have = shares.get(owner, [])
         if len(have) < self.params.threshold:
             self._abort(f"{len(have)} shares of the {what} of node {owner}, fewer than t")
         try:
-            return combine_shares(have[: self.params.threshold])
+            secret = shamir.combine(have[: self.params.threshold])
         except ValueError:
+            secret = below
+        if secret >= below:
             self._abort(f"the shares of the {what} of node {owner} do not combine")
+        return secret
 
     def _rebuild_mask_key(self, node: int) -> ec.EllipticCurvePrivateKey:
         """The dropped ``node``'s mask key, checked against the public key it advertised."""
-        secret = self._rebuild(self._key_shares, node, "mask key")
+        scalar = self._rebuild(self._key_shares, node, "mask key", shamir.Q)
         try:
-            s_key = keys.private_from_bytes(secret)
+            s_key = keys.private_from_bytes(scalar.to_bytes(keys.PRIVATE_LEN, "big"))
         except SecAggError:
             self._abort(f"the mask key of node {node} rebuilt to no key")
         if keys.public_to_bytes(s_key) != self._s_public[node]:
@@ -259,9 +263,8 @@ class ServerSession:
     def _unmasked_sum(self) -> np.ndarray:
         p, total = self.params, self._total.copy()
         for node in self._alive:
-            seed = self._rebuild(self._seed_shares, node, "self-mask seed")
-            if len(seed) != keys.SEED_LEN:
-                self._abort(f"the self-mask seed of node {node} rebuilt to a wrong length")
+            value = self._rebuild(self._seed_shares, node, "self-mask seed", _SEED_BOUND)
+            seed = value.to_bytes(keys.SEED_LEN, "big")
             total -= mask_vector(derive_key(seed, SELF_MASK), p.vector_length, p.modulus_bits)
         survivors = set(self._alive)
         for node in self._dropped:
