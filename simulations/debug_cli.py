@@ -66,12 +66,10 @@ no warm start, 5 critic steps per query, critic lr 2e-3, generator lr 5e-4; nois
 as in the paper). Real FEMNIST writers (see results/log/debugging.md for figures and timings):
   fedgs debug-scenario --dataset femnist --data-dir ../shared/data/femnist_leaf \\
       --ray-cpus 1 --threads 1 --out runs/debug-femnist
-Those defaults spend epsilon ~130-150 per generator. Within untrusted-server epsilon 10 (GS-WGAN;
-plan B, sigma and steps with `fedgs privacy --target-epsilon`; measured in
-results/log/debugging.md):
-  fedgs debug-scenario --dataset femnist --data-dir ../shared/data/femnist_leaf --steps 60 \\
-      --clients-per-step 20 --batch-size 8 --noise-multiplier 5.7 --gradient-smoothing 3 \\
-      --lr-generator 5e-3 --target-epsilon 10 --ray-cpus 1 --threads 1 --out runs/debug-eps10
+Those defaults spend epsilon ~130-150 per generator. Within untrusted-server epsilon 10 end to
+end per writer (GS-WGAN: grouping bit + generator; measured in results/log/debugging.md):
+  fedgs debug-scenario --config recipes/debug-femnist-e10.toml \\
+      --data-dir ../shared/data/femnist_leaf --out runs/debug-eps10
 With a private grouping (the default) and GS-WGAN, --target-epsilon is end to end: each
 generator's own target is what the grouping bit leaves. Fed-Avg GAN's generator figure is
 trusted-server (add/remove-one) and is stated apart from the grouping's; there the target bounds
