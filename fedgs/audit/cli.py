@@ -170,31 +170,24 @@ def audit(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str]:
     if per_step > clients:
         raise ValueError(f"{per_step} clients per step of {clients} clients")
     queries = args.queries_per_canary or math.ceil(config.steps * per_step / clients)
+    common = {"canaries": canaries, "delta": config.delta, "rng": rng, "known_noise": known}
     with sabotaged(args.sabotage):
         if args.strategy == "gswgan":
             observation = runs.audit_local(
-                canaries=canaries,
                 queries=queries,
                 batch_size=config.batch_size,
                 clip_norm=config.clip_norm,
                 noise_multiplier=config.noise_multiplier,
-                delta=config.delta,
                 accountant=config.accountant,
-                rng=rng,
-                known_noise=known,
+                **common,
             )
             title = (
                 f"GS-WGAN, local noise, sigma {config.noise_multiplier:g}, B {config.batch_size}"
             )
         elif args.strategy == "gswgan-secure":
+            params = config.secure_noise().params
             observation = runs.audit_secure(
-                canaries=canaries,
-                steps=queries,
-                batch_size=config.batch_size,
-                params=config.secure_noise().params,
-                delta=config.delta,
-                rng=rng,
-                known_noise=known,
+                steps=queries, batch_size=config.batch_size, params=params, **common
             )
             title = (
                 f"GS-WGAN, secure aggregation, sigma {config.noise_multiplier:g}, "
@@ -202,17 +195,14 @@ def audit(args: argparse.Namespace) -> tuple[dict[str, Any], Any, str]:
             )
         else:
             observation = runs.audit_fedavg(
-                canaries=canaries,
                 rounds=config.steps,
                 clients_per_round=per_step,
                 clients=clients,
                 clip_norm=config.fedavg_clip_norm,
                 noise_multiplier=config.fedavg_noise_multiplier,
                 dimension=args.dimension or DEFAULT_DIMENSION,
-                delta=config.delta,
                 accountant=config.accountant,
-                rng=rng,
-                known_noise=known,
+                **common,
             )
             title = (
                 f"Fed-Avg GAN, z {config.fedavg_noise_multiplier:g}, q {per_step}/{clients}, "
