@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fedgs.argtypes import positive
+
 STRATEGIES = ("gswgan", "gswgan-secure", "fedavg-gan")
 DEFAULT_CANARIES = {"gswgan": 1000, "gswgan-secure": 200, "fedavg-gan": 1000}
 DEFAULT_DIMENSION = 16384
@@ -36,19 +38,6 @@ An audit gives an estimate and a lower bound, never a guarantee. It exits 1 with
 FAILED" when the lower bound, or the estimate's whole interval, exceeds the accountant's
 epsilon. No GAN is trained and nothing is released: canaries are extra simulated clients of the
 audit run only."""
-
-
-def _positive(kind: type) -> Any:
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-        if not value > 0 or math.isinf(value):
-            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-        return value
-
-    return parse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -104,7 +93,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     for flag, kind, text in numbers:
-        parser.add_argument(flag, type=_positive(kind), help=text)
+        parser.add_argument(flag, type=positive(kind), help=text)
     parser.add_argument("--accountant", help="autodp-rdp (default) or dp-accounting-rdp")
     parser.add_argument(
         "--seed", type=int, default=0, help="the canaries' directions and coins (0)"

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from typing import Any
 
+from fedgs.argtypes import number, positive
 from fedgs.privacy.client_sampling import RULES, UNIFORM
 
 _DESCRIPTION = "User-level privacy (one client = one writer) of a GS-WGAN run."
@@ -40,24 +40,9 @@ has no sampling without replacement: the trusted-sampler figure is always an RDP
 untrusted-server one)."""
 
 
-def _number(kind: type, low: float, high: float, expected: str) -> Callable[[str], float]:
-    """An argparse type accepting ``kind`` values in the open interval (low, high)."""
-
-    def parse(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-        if not low < value < high:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
-        return value
-
-    return parse
-
-
-_positive_int = _number(int, 0, float("inf"), "a positive integer")
-_positive_float = _number(float, 0, float("inf"), "a positive number")
-_delta = _number(float, 0, 1, "delta in (0, 1)")
+_positive_int = positive(int)
+_positive_float = positive(float)
+_delta = number(float, 0, 1, "delta in (0, 1)")
 
 
 def _seed(text: str) -> int:
