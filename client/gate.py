@@ -11,33 +11,67 @@ requests to one client are served one after the other. A refusal costs nothing a
 nothing; a node whose config lacks its own state directory never gets this far
 (``fedgs.client.node``).
 
-A GS-WGAN query may ask for an answer through secure aggregation (``fedgs.protocols.secagg``):
-its SecAgg+ setup and distributed noise are checked against the policy with the arrays, and the
-session returns a ``SecureContribution`` that ``fedgs.client.secure_node`` masks. Checking
+A GS-WGAN or Fed-Avg GAN query may ask for an answer through secure aggregation
+(``fedgs.protocols.secagg``): its SecAgg+ setup and distributed noise are checked against the
+policy with the arrays (the vector the node would encode: its length read from the query, its
+clip and the sum's noise from ``RunConfig.secure_vector``), and the session returns a
+``SecureContribution`` that ``fedgs.client.secure_node`` masks. Checking
 (:func:`admit`) and answering (:func:`answer`) are two calls, so that layer can check the
 SecAgg+ setup in between, still before anything private; :func:`serve` is both.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from flwr.app import RecordDict
 
 from fedgs.algorithms import ALGORITHMS, WARM_START, algorithm
 from fedgs.client.common import SecureContribution, client_id_of
 from fedgs.client.state_store import ClientStateStore
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
-from fedgs.protocols import common, gswgan, secagg
+from fedgs.protocols import common, fedavg_gan, gswgan, secagg
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for, state_dir_for
+from fedgs.training.fedavg_gan import build_critic, parameter_names
+from fedgs.training.hparams import FedAvgGANConfig
 
 Reply = RecordDict | SecureContribution
 # (run config with the policy applied, partition id, request content) -> reply content
 Handler = Callable[[RunConfig, int, RecordDict], Reply]
-SECURE_QUERIES = (gswgan.QUERY,)  # the queries a node may answer through secure aggregation
+
+
+def _gswgan_length(config: RunConfig, content: RecordDict) -> int:
+    """The gradient of the query's last fake batch: B rows of 784."""
+    return common.fake_batch_size(content, common.FAKES) * common.PIXELS
+
+
+@functools.cache
+def _critic_parameters(config: FedAvgGANConfig) -> frozenset[str]:
+    """The names of the critic's parameters (its buffers are not trained): they do not depend
+    on the number of classes, so a one-class shell names them without the node's data."""
+    return frozenset(parameter_names(build_critic(config, 1)))
+
+
+def _fedavg_length(config: RunConfig, content: RecordDict) -> int:
+    """The critic's parameters, all of them: the query's critic record less its buffers (the
+    session then checks every array against its own network)."""
+    record = common.required(content, fedavg_gan.CRITIC, "query")
+    names = _critic_parameters(config.fedavg_gan())
+    return sum(int(np.prod(record[name].shape)) for name in record if name in names)
+
+
+# the queries a node may answer through secure aggregation (those whose registry entry names a
+# cohort key), each with the length of the vector its answer encodes, read from the query alone
+SECURE_LENGTHS: dict[str, Callable[[RunConfig, RecordDict], int]] = {
+    gswgan.QUERY: _gswgan_length,
+    fedavg_gan.QUERY: _fedavg_length,
+}
+SECURE_QUERIES = tuple(SECURE_LENGTHS)
 
 
 def _answering(session: Callable[[RunConfig, int], Any]) -> Handler:
@@ -123,8 +157,8 @@ def check_secure(
         raise PolicyViolation(f"'{message_type}' cannot be answered through secure aggregation")
     setup, noise, _ = secagg.read_setup(content)
     params = secagg.setup_params(setup, noise)
-    batch = requested_batch(message_type, content)
-    policy.check_secure(params.to_dict(), noise, config, batch, common.PIXELS)
+    vector = config.secure_vector(SECURE_LENGTHS[message_type](config, content))
+    policy.check_secure(params.to_dict(), noise, config, vector)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 Every place that used to branch on a strategy name reads its entry here instead: the run config's
 choices, the message types a client serves, the node policy's default budget, the threat model
-and neighbouring relation its epsilon is reported under, the noise key the debugging report
+and neighbouring relation its epsilon is reported under, whether (and with which cohort size and
+clip) it may answer through secure aggregation, the noise key the debugging report
 quotes, the paper's and its own bytes per update for the communication table, and the server
 run that drives it and the client session that answers it ("module:attr" strings, so the core
 never imports the server or client layer).
@@ -61,6 +62,16 @@ class Algorithm:
     # run-config keys only this strategy reads: set away from their defaults under any other
     # strategy, the run config refuses them (instead of a run that silently ignores them)
     own_options: tuple[str, ...] = ()
+    # secure aggregation (issue 42): the run-config key of a secure step's cohort size m, and
+    # the key of the bound each client's vector is clipped to; None: this strategy's queries
+    # are never answered through secure aggregation (the run config refuses it)
+    cohort_key: str | None = None
+    clip_key: str | None = None
+
+    @property
+    def secure(self) -> bool:
+        """Whether its queries may be answered through secure aggregation."""
+        return self.cohort_key is not None
 
     @property
     def warm_started(self) -> bool:
@@ -112,12 +123,9 @@ ALGORITHMS: dict[str, Algorithm] = {
                 "client-code-dims",
                 "label-mismatch-until",
                 "fake-batches",
-                "secure-aggregation",
-                "secagg-min-survivors",
-                "secagg-threshold",
-                "secagg-degree",
-                "secagg-bits",
             ),
+            cohort_key="clients-per-step",
+            clip_key="clip-norm",
         ),
         Algorithm(
             "fedavg-gan",
@@ -131,6 +139,8 @@ ALGORITHMS: dict[str, Algorithm] = {
             update_bytes="fedgs.comm:fedavg_update_bytes",
             paper_bytes=3.94e7,
             float_records=("critic",),  # fedgs.protocols.fedavg_gan.CRITIC: D's weights
+            cohort_key="fedavg-clients-per-round",  # a secure round: a fixed-size cohort
+            clip_key="fedavg-clip-norm",
         ),
         Algorithm(
             "datalens",

@@ -75,8 +75,8 @@ GROUPS: dict[str, tuple[str, str]] = {
     ),
     "secagg": (
         "secure aggregation",
-        "gswgan only: each step's cohort answers through SecAgg+ with distributed discrete "
-        "Gaussian noise, so the server learns only the cohort's noisy sum.",
+        "gswgan and fedavg-gan: each step's (round's) cohort answers through SecAgg+ with "
+        "distributed discrete Gaussian noise, so the server learns only the cohort's noisy sum.",
     ),
     "experimental": (
         "experimental",
@@ -84,6 +84,22 @@ GROUPS: dict[str, tuple[str, str]] = {
         "measurement; each help names the results log entry with the measurements.",
     ),
 }
+
+
+@dataclass(frozen=True)
+class SecureVector:
+    """What a strategy's client encodes for a secure sum, and the noise the sum must carry: a
+    vector of ``dimension`` values of L2 norm at most ``clip``, summed with per-coordinate noise
+    std ``scale * multiplier`` (``multiplier``: the run's noise key, which keeps its meaning)."""
+
+    clip: float
+    dimension: int
+    scale: float
+    multiplier: float
+
+    def central(self, sigma: float) -> float:
+        """The noise multiplier a sum of noise std ``sigma`` carries, in the noise key's units."""
+        return sigma / self.scale
 
 
 @dataclass(frozen=True)
@@ -341,17 +357,20 @@ class RunConfig:
     secure_aggregation: bool = option(
         False,
         "secagg",
-        "gswgan: every node of a step gets the same fake batches and answers through SecAgg+ "
-        "with its share of a distributed discrete Gaussian; the server learns only the "
-        "cohort's noisy sum, whose noise std is 2*C*sigma per coordinate (noise-multiplier "
-        "keeps its meaning); needs clients-per-step >= 3",
+        "the cohort answers through SecAgg+ with its shares of a distributed discrete "
+        "Gaussian; the server learns only the cohort's noisy sum. gswgan: every node of a step "
+        "gets the same fake batches, the sum's noise std is 2*C*sigma per coordinate; "
+        "fedavg-gan: a fixed cohort of fedavg-clients-per-round nodes (uniform, not Poisson) "
+        "sends its critic deltas, the sum's noise std is z*S (each noise key keeps its "
+        "meaning); the cohort needs >= 3 nodes",
     )
     secagg_min_survivors: int = option(
         0,
         "secagg",
         "m_min: the fewest clients whose sum may be released (a step with fewer aborts and "
         "releases nothing); the noise is split so that m_min - (threshold - 1) of them carry "
-        "it; 0 = max(3, m - m // 10) for m = clients-per-step",
+        "it; 0 = max(3, m - m // 10) for the cohort m (clients-per-step; fedavg-gan: "
+        "fedavg-clients-per-round)",
     )
     secagg_threshold: int = option(
         0,
@@ -464,13 +483,32 @@ class RunConfig:
                 "critic and privacy ledger live; a client runs on any node, step after step"
             )
 
+    @property
+    def secure_cohort(self) -> int:
+        """m: the nodes of a secure step (the strategy's cohort key, ``fedgs.algorithms``)."""
+        key = ALGORITHMS[self.strategy].cohort_key
+        if key is None:
+            raise ValueError(f"{self.strategy} is never answered through secure aggregation")
+        return int(getattr(self, key.replace("-", "_")))
+
     def _check_secure_aggregation(self) -> None:
         """Refuse settings no secure step could run with, each with its reason."""
-        m = self.clients_per_step
+        entry = ALGORITHMS[self.strategy]
+        if not entry.secure:
+            served = " and ".join(a.name for a in ALGORITHMS.values() if a.secure)
+            raise ValueError(
+                f"secure-aggregation is implemented for {served} only, not {self.strategy!r}"
+            )
+        m = self.secure_cohort
         if m < 3:
             raise ValueError(
-                f"secure-aggregation needs clients-per-step >= 3 (a sum of fewer hides no one), "
+                f"secure-aggregation needs {entry.cohort_key} >= 3 (a sum of fewer hides no one), "
                 f"got {m}"
+            )
+        if self.strategy == "fedavg-gan" and self.fedavg_noise_multiplier <= 0:
+            raise ValueError(
+                "secure-aggregation needs fedavg-noise-multiplier > 0: the clients' noise shares "
+                "are all that stands between the server and each delta"
             )
         if self.client_code_dims:
             raise ValueError(
@@ -482,9 +520,13 @@ class RunConfig:
                 f"secure-aggregation needs an RDP accountant ({', '.join(SECAGG_ACCOUNTANTS)}): "
                 f"the distributed discrete Gaussian's bound is an RDP one, got {self.accountant}"
             )
+        from fedgs.data.federated import PIXELS
+
         self.secagg_settings()
         try:
-            self.secure_noise()
+            # fedavg-gan's vector is its critic's parameters, whose count the run knows: its
+            # calibration here stands for any length (the modulus must hold m clients' sum)
+            self.secure_noise(self.secure_vector(self.batch_size * PIXELS))
         except ValueError as error:
             raise ValueError(f"secure-aggregation noise (secagg-bits, ...): {error}") from None
 
@@ -494,14 +536,15 @@ class RunConfig:
         from fedgs.secagg import SecAggError
         from fedgs.secagg.graph import neighbour_count, neighbour_graph
 
-        m = self.clients_per_step
+        m = self.secure_cohort
         degree = self.secagg_degree or m - 1
         if degree < 2:
             raise ValueError(f"secagg-degree must be 0 (complete) or >= 2, got {degree}")
         try:
             neighbour_graph(range(m), degree)
         except SecAggError as error:
-            raise ValueError(f"secagg-degree {degree} with clients-per-step {m}: {error}") from None
+            key = ALGORITHMS[self.strategy].cohort_key
+            raise ValueError(f"secagg-degree {degree} with {key} {m}: {error}") from None
         d = neighbour_count(m, degree)
         threshold = self.secagg_threshold or d // 2 + 1
         if not d // 2 + 1 <= threshold <= d:
@@ -514,35 +557,58 @@ class RunConfig:
             raise ValueError(
                 f"secagg-min-survivors must lie in [{threshold}, {m}] (at least the threshold, "
                 f"so one survivor beyond the t - 1 colluders carries noise; at most "
-                f"clients-per-step), got {m_min}"
+                f"the cohort), got {m_min}"
             )
         return SecAggSettings(m_min, threshold, degree, self.secagg_bits)
 
-    def secure_noise(self) -> Calibration:
-        """The distributed discrete Gaussian of a secure step: the sum carries per-coordinate
-        std 2*C*sigma, as one client's local noise does without secure aggregation, over B rows
-        each clipped to C (so clip C*sqrt(B)), against t - 1 colluders, for up to
-        clients-per-step encodings. The multiplier is nudged up by float ulps until sigma / (2C)
-        is not below noise-multiplier, so a client's exact check never refuses it."""
+    def secure_vector(self, dimension: int) -> SecureVector:
+        """What this run's strategy encodes for a secure sum, ``dimension`` values long, and the
+        noise the sum must carry: the noise its trusted counterpart adds, so each noise key keeps
+        its meaning. GS-WGAN: B rows of 784 (``dimension`` = B * 784) each clipped to C, so clip
+        C*sqrt(B), and std 2*C*sigma, as one client's local noise without secure aggregation.
+        Fed-Avg GAN: the critic's parameters (``dimension`` of them) clipped to S together, and
+        std z*S on the sum, as DP-FedAvg's server adds (``fedgs.privacy.dp_fedavg``)."""
+        if self.strategy == "fedavg-gan":
+            s = self.fedavg_clip_norm
+            return SecureVector(s, dimension, s, self.fedavg_noise_multiplier)
+        if self.strategy != "gswgan":
+            raise ValueError(f"{self.strategy} is never answered through secure aggregation")
+        from fedgs.data.federated import PIXELS
+
+        rows, rest = divmod(dimension, PIXELS)
+        if rows < 1 or rest:
+            raise ValueError(f"a GS-WGAN secure vector is whole rows of {PIXELS}, got {dimension}")
+        c = self.clip_norm
+        return SecureVector(c * math.sqrt(rows), dimension, 2 * c, self.noise_multiplier)
+
+    def secure_noise(self, vector: SecureVector | None = None) -> Calibration:
+        """The distributed discrete Gaussian of a secure step for ``vector`` (default: GS-WGAN's,
+        B rows): the sum carries per-coordinate std ``vector.scale * vector.multiplier`` against
+        t - 1 colluders, for up to a full cohort of encodings. The multiplier is nudged up by
+        float ulps until the sum's noise is not below the asked one, so a client's exact check
+        never refuses it."""
         from fedgs.data.federated import PIXELS
         from fedgs.privacy.distributed_noise import calibrate
 
+        if vector is None:
+            if self.strategy != "gswgan":
+                raise ValueError(f"{self.strategy}'s secure vector: pass secure_vector(length)")
+            vector = self.secure_vector(self.batch_size * PIXELS)
         settings = self.secagg_settings()
-        b, c, sigma = self.batch_size, self.clip_norm, self.noise_multiplier
-        multiplier = 2 * sigma / math.sqrt(b)
+        multiplier = vector.scale * vector.multiplier / vector.clip
         while True:
             calibration = calibrate(
-                c * math.sqrt(b),
-                b * PIXELS,
+                vector.clip,
+                vector.dimension,
                 settings.bits,
                 settings.min_survivors,
                 multiplier,
                 math.exp(-0.5),
-                max_clients=self.clients_per_step,
+                max_clients=self.secure_cohort,
                 colluders=settings.threshold - 1,
                 rotate=True,
             )
-            if calibration.params.sigma / (2 * c) >= sigma:
+            if vector.central(calibration.params.sigma) >= vector.multiplier:
                 return calibration
             multiplier = math.nextafter(multiplier, math.inf)
 

@@ -13,37 +13,28 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from dp_accounting import dp_event
 from flwr.serverapp import Grid
 
 from fedgs.device import resolve_device
 from fedgs.privacy import PrivacyLedger
-from fedgs.privacy.accountants import get_accountant
 from fedgs.privacy.client_sampling import LEAST_QUERIED
-from fedgs.privacy.distributed_accounting import distributed_epsilon, sensitivities, step_event
+from fedgs.privacy.distributed_accounting import step_event
 from fedgs.privacy.events import gswgan_query_event
-from fedgs.privacy.threat_models import (
-    NEIGHBOURING,
-    REPLACE_ONE,
-    SECURE_AGGREGATION,
-    THREAT_MODELS,
-    UNTRUSTED_SERVER,
-)
+from fedgs.privacy.threat_models import REPLACE_ONE, SECURE_AGGREGATION
 from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import LEDGER_NAME
 from fedgs.server.federated_run import METRIC_COLUMNS, FederatedRun
 from fedgs.server.gswgan_strategy import GSWGANStrategy
+from fedgs.server.secure_exchange import (
+    SECURE_COLUMN,
+    SECURE_COLUMNS,
+    secagg_details,
+    secure_columns,
+    secure_summary,
+)
 from fedgs.training.generator import GeneratorTrainer
 from fedgs.training.public_pretraining import pretrain_on_public_digits, public_data_record
 from fedgs.training.run_dir import RunDirectory
-
-SECURE_COLUMN = "epsilon_secure_aggregation"
-SECURE_COLUMNS = (SECURE_COLUMN, "epsilon_secure_aggregation_ddg_rdp", "epsilon_local_noise_only")
-LOCAL_NOISE_ONLY = (
-    "if the secure-aggregation assumption fails (the server sees a client's encoded vector): "
-    "only the client's own noise share protects it, a discrete Gaussian of client_sigma over "
-    "its rounded vector's replace-one sensitivity, composed over the steps it took part in"
-)
 
 
 class GSWGANRun(FederatedRun):
@@ -131,12 +122,7 @@ class GSWGANRun(FederatedRun):
         if c.secure_aggregation:
             summary = self._secure_summary()
             self._write_secure_report(summary)
-            return {
-                "epsilon_secure_aggregation_ddg_rdp": summary["secure_aggregation_ddg_rdp"][
-                    "epsilon"
-                ],
-                "epsilon_local_noise_only": summary["untrusted_server"]["epsilon"],
-            }
+            return secure_columns(summary)
         trusted = self.ledger.trusted_sampler_summary(c.delta, c.accountant)
         self.trusted = trusted | {"computed_at_step": self.step}
         self._write_report()
@@ -165,76 +151,18 @@ class GSWGANRun(FederatedRun):
             | public_data_record(c.public_pretrain_steps),
         )
 
-    def _secure_steps(self) -> int:
-        """The secure steps of the most-charged client (every unattributed one counted for it,
-        as the ledger's maximum does)."""
-        return max(self.ledger.counts().values(), default=0) + self.ledger.unattributed_count()
-
     def _secure_summary(self) -> dict[str, Any]:
-        """The three secure-aggregation figures, each with its threat model, accountant, delta
-        and neighbouring relation, and the queries block of the ledger."""
-        c, noise = self.config, self.calibration.params
-        acct = get_accountant(c.accountant)
-        epsilon, worst = self.ledger.epsilon_max(c.delta, acct)
-        steps = self._secure_steps()
-        ddg = distributed_epsilon(noise, steps, c.delta, REPLACE_ONE)
-        l2, _ = sensitivities(noise, REPLACE_ONE)
-        local = dp_event.GaussianDpEvent(noise.client_sigma / l2)
-        local_epsilon = (
-            acct.epsilon(dp_event.SelfComposedDpEvent(local, steps), c.delta) if steps else 0.0
-        )
-        base = {"delta": c.delta, "neighbouring": REPLACE_ONE}
-        return {
-            "delta": c.delta,
-            "accountant": acct.name,
-            "neighbouring": REPLACE_ONE,
-            "neighbouring_relation": NEIGHBOURING[REPLACE_ONE],
-            "headline": SECURE_AGGREGATION,
-            "secure_aggregation": base
-            | {
-                "threat_model": SECURE_AGGREGATION,
-                "assumption": THREAT_MODELS[SECURE_AGGREGATION],
-                "accountant": acct.name,
-                "epsilon": epsilon,
-                "client_id": worst,
-                "steps": steps,
-                "note": "each secure step charged as distributed_accounting.step_event",
-            },
-            "secure_aggregation_ddg_rdp": base | ddg.to_json() | {"client_id": worst},
-            "untrusted_server": base
-            | {
-                "threat_model": UNTRUSTED_SERVER,
-                "assumption": LOCAL_NOISE_ONLY,
-                "accountant": acct.name,
-                "epsilon": local_epsilon,
-                "client_id": worst,
-                "steps": steps,
-                "local_noise_only": True,
-                "client_noise_multiplier": local.noise_multiplier,
-            },
-            "queries": self.ledger.summary(c.delta, acct, trusted={})["queries"],
-        }
+        return secure_summary(self.ledger, self.calibration.params, REPLACE_ONE, self.config)
 
     def _write_secure_report(self, summary: dict[str, Any]) -> dict:
-        c, calibration = self.config, self.calibration
-        settings = c.secagg_settings()
+        c = self.config
         return self.write_privacy(
             summary,
             {
                 "steps": self.step,
                 "noise_multiplier": c.noise_multiplier,
                 "batch_size": c.batch_size,
-                "secagg": {
-                    "min_survivors": settings.min_survivors,
-                    "threshold": settings.threshold,
-                    "colluders": settings.threshold - 1,
-                    "degree": settings.degree,
-                    "bits": settings.bits,
-                    "noise": asdict(calibration.params)
-                    | {"client_sigma": calibration.params.client_sigma},
-                    "max_clients": calibration.max_clients,
-                    "wrap_probability": calibration.wrap_probability,
-                },
+                "secagg": secagg_details(c, self.calibration),
             }
             | public_data_record(c.public_pretrain_steps),
         )

@@ -13,7 +13,6 @@ rows received.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterable
 
 import numpy as np
@@ -23,12 +22,11 @@ from flwr.serverapp import Grid
 
 from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.distributed_accounting import step_event
-from fedgs.privacy.distributed_noise import DistributedNoiseParams, decode
+from fedgs.privacy.distributed_noise import DistributedNoiseParams
 from fedgs.privacy.events import gswgan_query_event
 from fedgs.privacy.threat_models import REPLACE_ONE
-from fedgs.protocols import common, gswgan, secagg
+from fedgs.protocols import common, gswgan
 from fedgs.run_config import SecAggSettings
-from fedgs.secagg import SecAggError, SecAggParams, ServerSession
 from fedgs.server.online import online_nodes, warn_if_short
 from fedgs.server.replies import (
     ChargingStrategy,
@@ -37,7 +35,7 @@ from fedgs.server.replies import (
     StepOutcome,
     check_policy_used,
 )
-from fedgs.server.secure_exchange import SecureExchange, SecureSum
+from fedgs.server.secure_exchange import SecureSteps
 from fedgs.training.generator import GeneratorTrainer
 
 logger = logging.getLogger("fedgs.server")
@@ -67,11 +65,7 @@ class GSWGANStrategy(ChargingStrategy):
         self.secure = secure  # the SecAgg+ settings and the calibrated noise, when secure
         self._slots: dict[int, int] = {}  # node id -> index of its query in this step
         self._population = 0
-        self._session: ServerSession | None = None  # this step's SecAgg+, when secure
-        self._rotation_seed = b""
-        self._secure_sum: SecureSum | None = None
-        self._secure_outcome: StepOutcome | None = None
-        self._skipped = ""  # why a secure step asked no node
+        self._steps = SecureSteps(*secure) if secure is not None else None
 
     def summary(self) -> None:
         config = self.trainer.config
@@ -147,64 +141,27 @@ class GSWGANStrategy(ChargingStrategy):
         return messages
 
     def _secure_queries(self, server_round: int, nodes: list[int]) -> list[Message]:
-        """One proposal for the whole cohort, each node's query made secure with its SecAgg+
-        setup, the noise and the step's rotation seed; each client pays the secure step's event
-        as its query is sent. A cohort SecAgg+ cannot run with (fewer nodes online than m_min,
-        or a threshold the smaller graph cannot have) asks no one and says why."""
-        settings, noise = self.secure
-        self._skipped, self._slots, self._session = "", {}, None
-        if len(nodes) < settings.min_survivors:
-            self._skipped = (
-                f"{len(nodes)} node(s) online, fewer than secagg-min-survivors "
-                f"{settings.min_survivors}: no secure sum could be released"
-            )
-            logger.warning("step %d: asked no node: %s", server_round, self._skipped)
+        """One proposal for the whole cohort, each node's query made secure (``SecureSteps``);
+        each client pays the secure step's event as its query is sent. A cohort SecAgg+ cannot
+        run with asks no one and says why."""
+        self._slots = {}
+        cohort = self._steps.start(server_round, nodes)
+        if not cohort:
             return []
-        try:
-            params = SecAggParams(
-                step=server_round,
-                cohort=tuple(sorted(nodes)),
-                modulus_bits=settings.bits,
-                threshold=settings.threshold,
-                min_survivors=settings.min_survivors,
-                vector_length=noise.padded_dimension,
-                degree=settings.degree,
-            )
-        except SecAggError as error:
-            self._skipped = (
-                f"no secure step with the {len(nodes)} node(s) online (secagg-min-survivors "
-                f"{settings.min_survivors}, secagg-threshold {settings.threshold}): {error}"
-            )
-            logger.warning("step %d: asked no node: %s", server_round, self._skipped)
-            return []
-        self._session = ServerSession(params)
-        self._rotation_seed = os.urandom(32)  # public, fresh each step: the cohort's rotation
         (query,) = self.trainer.propose(1)
-        self._slots = {node: 0 for node in params.cohort}
-        self.charge(params.cohort, step_event(noise, REPLACE_ONE))
-        messages = []
-        for node, setup in self._session.messages().items():
+        self._slots = {node: 0 for node in cohort}
+        self.charge(cohort, step_event(self._steps.noise, REPLACE_ONE))
+        contents = {}
+        for node in cohort:
             fakes = common.encode_fakes(query.images, query.labels, self.wire_dtype)
-            content = common.query_content({common.FAKES: fakes}, server_round)
-            setup = {k: v for k, v in setup.items() if k != "stage"}
-            for name, record in secagg.setup_records(setup, noise, self._rotation_seed).items():
-                content[name] = record
-            messages.append(Message(content, dst_node_id=node, message_type=gswgan.QUERY))
-        return messages
+            contents[node] = common.query_content({common.FAKES: fakes}, server_round)
+        return self._steps.queries(contents, gswgan.QUERY)
 
     def exchange(self, grid: Grid, messages: list[Message], timeout: float) -> Exchange:
-        """The usual round trip; with secure aggregation, the four of ``SecureExchange`` (none
-        when the step asked no one)."""
+        """The usual round trip; with secure aggregation, the four of ``SecureExchange``."""
         if self.secure is None:
             return super().exchange(grid, messages, timeout)
-        if self._session is None:
-            return Exchange([], 0, 0)
-        outcome = StepOutcome(sampled=len(self._slots))
-        step = self._session.params.step
-        run = SecureExchange(self._session, self._check_secure_reply, outcome, step)
-        exchanged, self._secure_sum = run.run(grid, messages, timeout)
-        self._secure_outcome, self._session = outcome, None
-        return exchanged
+        return self._steps.exchange(grid, messages, timeout, self._check_secure_reply)
 
     def _check_secure_reply(self, reply: Message) -> None:
         """A secure query's reply names its node's client and the policy asked, or is dropped."""
@@ -258,15 +215,10 @@ class GSWGANStrategy(ChargingStrategy):
     def _aggregate_secure(self, server_round: int) -> tuple[None, MetricRecord]:
         """G's step on the survivors' mean gradient: the decoded sum over their count, through
         the trainer's apply (nothing when the step aborted or asked no one)."""
-        outcome = self._secure_outcome or StepOutcome(sampled=0)
-        released, self._secure_sum, self._secure_outcome = self._secure_sum, None, None
-        if self._skipped:
-            outcome.drop_reasons.append(f"asked none: {self._skipped}")
+        outcome, released, total = self._steps.released()
         self._slots = {}
         answered = 0
-        if released is not None and released.total is not None:
-            _, noise = self.secure
-            total = decode(released.total, noise, self._rotation_seed)
+        if released is not None and total is not None:
             mean = torch.from_numpy(total / len(released.survivors)).float()
             self.trainer.apply([mean.view(self.trainer.config.batch_size, common.PIXELS)])
             answered = len(released.survivors)

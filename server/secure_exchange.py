@@ -8,21 +8,39 @@ step never waits longer than four timeouts. A node that does not answer a stage,
 an error, or answers something malformed drops out with a logged reason, and SecAgg+ takes its
 masks off. Too few survivors (below m_min) abort the step: no sum is released, and every query
 stays paid (it was charged when sent).
+
+``SecureSteps`` is what a strategy's secure mode shares (GS-WGAN's and Fed-Avg GAN's): the
+cohort's SecAgg+ setup and noise records on its queries, this exchange, the released sum
+decoded; ``secure_summary`` and ``secagg_details`` are its run's privacy report.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
-from flwr.app import Message
+from dp_accounting import dp_event
+from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
 
 from fedgs.comm import message_bytes
+from fedgs.privacy import PrivacyLedger
+from fedgs.privacy.accountants import get_accountant
+from fedgs.privacy.distributed_accounting import distributed_epsilon, sensitivities
+from fedgs.privacy.distributed_noise import Calibration, DistributedNoiseParams, decode
+from fedgs.privacy.threat_models import (
+    NEIGHBOURING,
+    SECURE_AGGREGATION,
+    THREAT_MODELS,
+    UNTRUSTED_SERVER,
+)
 from fedgs.protocols import common, secagg
-from fedgs.secagg import SecAggAbort, ServerSession
+from fedgs.run_config import RunConfig, SecAggSettings
+from fedgs.secagg import SecAggAbort, SecAggError, SecAggParams, ServerSession
 from fedgs.secagg.server import DONE
 from fedgs.server.replies import Exchange, StepOutcome, expected_replies
 
@@ -130,3 +148,177 @@ class SecureExchange:
                 if node not in self._logged:
                     self._logged.add(node)
                     self.outcome.drop(node, f"secure aggregation rejected {reason}")
+
+
+class SecureSteps:
+    """A strategy's secure steps: SecAgg+ over the step's cohort, each query made secure with
+    the setup, the noise and the step's rotation seed; the four round trips; the sum decoded.
+
+    Per step: :meth:`start` (the cohort, or none and ``skipped`` says why), the strategy charges
+    the cohort and builds each node's content, :meth:`queries`, :meth:`exchange`, then
+    :meth:`released` (the outcome and the decoded sum over the survivors, or None)."""
+
+    def __init__(self, settings: SecAggSettings, noise: DistributedNoiseParams) -> None:
+        self.settings, self.noise = settings, noise
+        self.skipped = ""  # why the step asked no node
+        self._session: ServerSession | None = None
+        self._rotation_seed = b""
+        self._sum: SecureSum | None = None
+        self._outcome: StepOutcome | None = None
+
+    def start(self, step: int, nodes: list[int]) -> tuple[int, ...]:
+        """The step's cohort (sorted), or () when SecAgg+ cannot run with these nodes (fewer
+        online than m_min, or a threshold the smaller graph cannot have): ``skipped`` says why,
+        logged."""
+        settings = self.settings
+        self.skipped, self._session, self._sum, self._outcome = "", None, None, None
+        if len(nodes) < settings.min_survivors:
+            self.skipped = (
+                f"{len(nodes)} node(s) online, fewer than secagg-min-survivors "
+                f"{settings.min_survivors}: no secure sum could be released"
+            )
+            logger.warning("step %d: asked no node: %s", step, self.skipped)
+            return ()
+        try:
+            params = SecAggParams(
+                step=step,
+                cohort=tuple(sorted(nodes)),
+                modulus_bits=settings.bits,
+                threshold=settings.threshold,
+                min_survivors=settings.min_survivors,
+                vector_length=self.noise.padded_dimension,
+                degree=settings.degree,
+            )
+        except SecAggError as error:
+            self.skipped = (
+                f"no secure step with the {len(nodes)} node(s) online (secagg-min-survivors "
+                f"{settings.min_survivors}, secagg-threshold {settings.threshold}): {error}"
+            )
+            logger.warning("step %d: asked no node: %s", step, self.skipped)
+            return ()
+        self._session = ServerSession(params)
+        self._rotation_seed = os.urandom(32)  # public, fresh each step: the cohort's rotation
+        return params.cohort
+
+    def queries(self, contents: dict[int, RecordDict], message_type: str) -> list[Message]:
+        """Each cohort node's query: its content with its SecAgg+ setup and the noise records."""
+        if self._session is None:
+            return []
+        messages = []
+        for node, setup in self._session.messages().items():
+            content = contents[node]
+            setup = {k: v for k, v in setup.items() if k != "stage"}
+            records = secagg.setup_records(setup, self.noise, self._rotation_seed)
+            for name, record in records.items():
+                content[name] = record
+            messages.append(Message(content, dst_node_id=node, message_type=message_type))
+        return messages
+
+    def exchange(
+        self, grid: Grid, messages: list[Message], timeout: float, check: Callable[[Message], None]
+    ) -> Exchange:
+        """The four round trips of ``SecureExchange`` (none when the step asked no one)."""
+        if self._session is None:
+            return Exchange([], 0, 0)
+        self._outcome = StepOutcome(sampled=len(self._session.params.cohort))
+        step = self._session.params.step
+        run = SecureExchange(self._session, check, self._outcome, step)
+        exchanged, self._sum = run.run(grid, messages, timeout)
+        self._session = None
+        return exchanged
+
+    def released(self) -> tuple[StepOutcome, SecureSum | None, np.ndarray | None]:
+        """The step's outcome (why none was asked among its drops), what was released (None:
+        no exchange) and the decoded sum of the survivors' float vectors (None: nothing
+        released)."""
+        outcome = self._outcome or StepOutcome(sampled=0)
+        released, self._sum, self._outcome = self._sum, None, None
+        if self.skipped:
+            outcome.drop_reasons.append(f"asked none: {self.skipped}")
+        total = None
+        if released is not None and released.total is not None:
+            total = decode(released.total, self.noise, self._rotation_seed)
+        return outcome, released, total
+
+
+SECURE_COLUMN = "epsilon_secure_aggregation"  # a secure run's headline column
+SECURE_COLUMNS = (SECURE_COLUMN, "epsilon_secure_aggregation_ddg_rdp", "epsilon_local_noise_only")
+LOCAL_NOISE_ONLY = (
+    "if the secure-aggregation assumption fails (the server sees a client's encoded vector): "
+    "only the client's own noise share protects it, a discrete Gaussian of client_sigma over "
+    "its rounded vector's sensitivity, composed over the steps it took part in"
+)
+
+
+def secure_summary(
+    ledger: PrivacyLedger, noise: DistributedNoiseParams, relation: str, config: RunConfig
+) -> dict[str, Any]:
+    """A secure run's three figures, each with its threat model, accountant, delta and
+    neighbouring relation: the ledger's RDP accountant over each client's secure-step events
+    (max over clients, the headline), the distributed discrete Gaussian's own accountant
+    (``ddg-rdp``) at the most-charged client's step count, and what a client's own noise share
+    guarantees if the secure-aggregation assumption fails; and the ledger's queries block."""
+    acct = get_accountant(config.accountant)
+    epsilon, worst = ledger.epsilon_max(config.delta, acct)
+    # the most-charged client's steps, every unattributed one counted for it (as the maximum)
+    steps = max(ledger.counts().values(), default=0) + ledger.unattributed_count()
+    ddg = distributed_epsilon(noise, steps, config.delta, relation)
+    l2, _ = sensitivities(noise, relation)
+    local = dp_event.GaussianDpEvent(noise.client_sigma / l2)
+    local_epsilon = (
+        acct.epsilon(dp_event.SelfComposedDpEvent(local, steps), config.delta) if steps else 0.0
+    )
+    base = {"delta": config.delta, "neighbouring": relation}
+    return {
+        "delta": config.delta,
+        "accountant": acct.name,
+        "neighbouring": relation,
+        "neighbouring_relation": NEIGHBOURING[relation],
+        "headline": SECURE_AGGREGATION,
+        "secure_aggregation": base
+        | {
+            "threat_model": SECURE_AGGREGATION,
+            "assumption": THREAT_MODELS[SECURE_AGGREGATION],
+            "accountant": acct.name,
+            "epsilon": epsilon,
+            "client_id": worst,
+            "steps": steps,
+            "note": "each secure step charged as distributed_accounting.step_event",
+        },
+        "secure_aggregation_ddg_rdp": base | ddg.to_json() | {"client_id": worst},
+        "untrusted_server": base
+        | {
+            "threat_model": UNTRUSTED_SERVER,
+            "assumption": LOCAL_NOISE_ONLY,
+            "accountant": acct.name,
+            "epsilon": local_epsilon,
+            "client_id": worst,
+            "steps": steps,
+            "local_noise_only": True,
+            "client_noise_multiplier": local.noise_multiplier,
+        },
+        "queries": ledger.summary(config.delta, acct, trusted={})["queries"],
+    }
+
+
+def secure_columns(summary: dict[str, Any]) -> dict[str, float]:
+    """The metrics columns of a ``secure_summary`` beside the headline (logged at checkpoints)."""
+    return {
+        "epsilon_secure_aggregation_ddg_rdp": summary["secure_aggregation_ddg_rdp"]["epsilon"],
+        "epsilon_local_noise_only": summary["untrusted_server"]["epsilon"],
+    }
+
+
+def secagg_details(config: RunConfig, calibration: Calibration) -> dict[str, Any]:
+    """The SecAgg+ settings and the calibrated noise of a secure run, for privacy.json."""
+    settings = config.secagg_settings()
+    return {
+        "min_survivors": settings.min_survivors,
+        "threshold": settings.threshold,
+        "colluders": settings.threshold - 1,
+        "degree": settings.degree,
+        "bits": settings.bits,
+        "noise": asdict(calibration.params) | {"client_sigma": calibration.params.client_sigma},
+        "max_clients": calibration.max_clients,
+        "wrap_probability": calibration.wrap_probability,
+    }

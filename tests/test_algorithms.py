@@ -38,7 +38,9 @@ def test_message_types_are_distinct_and_the_warm_start_is_shared() -> None:
     queries = [a.query for a in ALGORITHMS.values()]
     assert len(set(queries)) == len(queries) and WARM_START not in queries
     assert set(gate.MESSAGE_TYPES) == {*queries, WARM_START, SECAGG}
-    assert gate.SECURE_QUERIES == (algorithm("gswgan").query,)  # the SecAgg+ stages: gswgan's
+    # the SecAgg+ stages: the queries of the strategies whose entry names a cohort key
+    assert set(gate.SECURE_QUERIES) == {a.query for a in ALGORITHMS.values() if a.secure}
+    assert gate.SECURE_QUERIES == (algorithm("gswgan").query, algorithm("fedavg-gan").query)
 
 
 def test_an_unknown_strategy_names_the_known_ones() -> None:

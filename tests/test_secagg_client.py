@@ -258,7 +258,7 @@ def _secure(noise: DistributedNoiseParams | None = None):
             2,
             "below the run's noise-multiplier",
         ),
-        ({}, _noise(clip=2.0), 2, "clip norm times sqrt\\(batch\\)"),
+        ({}, _noise(clip=2.0), 2, "the noise.s clip 4 is not the 2 this node clips its vector to"),
         ({}, _noise(extra=1), 2, "the noise's dimension 3137"),
     ],
 )
@@ -380,15 +380,16 @@ def test_the_policy_reads_and_checks_its_secure_aggregation_keys() -> None:
         NodePolicy(min_cohort=1)
     with pytest.raises(PolicyViolation, match="min-threshold must be an integer >= 2"):
         NodePolicy(min_threshold=1)
-    with pytest.raises(PolicyViolation, match="secagg-only binds gswgan nodes only"):
+    with pytest.raises(PolicyViolation, match="secagg-only binds nodes of a strategy answered"):
         NodePolicy.from_node_config({"policy-strategy": "datalens", "policy-secagg-only": 1})
     setup, run = {"min_survivors": 3, "threshold": 2}, RunConfig(noise_multiplier=SIGMA)
+    vector = run.secure_vector(BATCH * common.PIXELS)
     strict = NodePolicy(min_noise_multiplier=2 * SIGMA)  # its check_values refuses such a run
     with pytest.raises(PolicyViolation, match="sum's noise multiplier 0.0001 .* below this node"):
-        strict.check_secure(setup, _noise(), run, BATCH, common.PIXELS)
+        strict.check_secure(setup, _noise(), run, vector)
     exact = NodePolicy(min_noise_multiplier=SIGMA)  # std 2 C sigma on the sum: not refused
-    exact.check_secure(setup, _noise(), run, BATCH, common.PIXELS)
-    with pytest.raises(PolicyViolation, match="secure aggregation answers gswgan queries only"):
+    exact.check_secure(setup, _noise(), run, vector)
+    with pytest.raises(PolicyViolation, match="never answered through secure aggregation"):
         NodePolicy.deployment_default("datalens").check_secure(
-            {"min_survivors": 3, "threshold": 2}, _noise(), RunConfig(), BATCH, common.PIXELS
+            {"min_survivors": 3, "threshold": 2}, _noise(), RunConfig(), vector
         )

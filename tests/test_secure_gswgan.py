@@ -145,11 +145,13 @@ def test_the_run_config_refuses_what_no_secure_step_could_run(settings: dict, me
         _config(**settings)
 
 
-def test_secagg_keys_need_secure_aggregation_and_gswgan() -> None:
+def test_secagg_keys_need_secure_aggregation_and_a_strategy_that_serves_it() -> None:
     with pytest.raises(ValueError, match="secagg-bits is set but secure-aggregation is off"):
         RunConfig(secagg_bits=40)
-    with pytest.raises(ValueError, match="secure-aggregation is implemented for gswgan only"):
-        RunConfig(strategy="fedavg-gan", secure_aggregation=True)
+    with pytest.raises(
+        ValueError, match="secure-aggregation is implemented for gswgan and fedavg-gan only"
+    ):
+        RunConfig(strategy="datalens", secure_aggregation=True)
 
 
 def test_the_defaults_resolve_and_the_noise_keeps_noise_multiplier_meaning() -> None:

@@ -7,10 +7,11 @@ recorded. In a deployment the policy comes from the node config (``flower-supern
 defaults below for absent keys; in a simulation the runner passes the user's own settings as the
 policy (:meth:`NodePolicy.from_run_config`). Flower-free: the client's gate applies it.
 
-A GS-WGAN node may also answer through secure aggregation (``fedgs.client.secure_node``): the
-server then sees only the cohort's sum, noised by the clients' shares of a distributed discrete
-Gaussian. The policy fixes the fewest survivors and the smallest threshold it trusts that sum to
-(``min_cohort``, ``min_threshold``), and ``secagg_only`` answers no query any other way.
+A GS-WGAN or Fed-Avg GAN node may also answer through secure aggregation
+(``fedgs.client.secure_node``): the server then sees only the cohort's sum, noised by the
+clients' shares of a distributed discrete Gaussian. The policy fixes the fewest survivors and
+the smallest threshold it trusts that sum to (``min_cohort``, ``min_threshold``), and
+``secagg_only`` answers no query any other way.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from fedgs.algorithms import STRATEGIES, algorithm
 from fedgs.privacy.distributed_noise import DistributedNoiseParams
 from fedgs.privacy.threat_models import UNTRUSTED_SERVER
-from fedgs.run_config import RunConfig, coerce
+from fedgs.run_config import RunConfig, SecureVector, coerce
 
 PREFIX = "policy-"
 
@@ -37,8 +38,6 @@ DEFAULT_MIN_NOISE_MULTIPLIER = 1.0
 DEFAULT_MAX_BATCH_SIZE = 64
 DEFAULT_EPSILON_BUDGET = 10.0  # untrusted server, per client; gswgan only
 DEFAULT_CLIP_NORM = {"fedavg-gan": RunConfig.fedavg_clip_norm}  # others: RunConfig.clip_norm
-# the run-config key of the clip norm a strategy's client applies (the others clip nothing)
-CLIP_KEYS = {"gswgan": "clip-norm", "fedavg-gan": "fedavg-clip-norm"}
 # SecAgg+'s own floors: a secret shared with fewer than 2 holders is no secret
 MIN_SECAGG_COHORT = MIN_SECAGG_THRESHOLD = 2
 
@@ -51,11 +50,12 @@ class PolicyViolation(ValueError):
 class NodePolicy:
     """The public privacy settings of one node (one data holder).
 
-    ``min_noise_multiplier`` and ``epsilon_budget`` bind GS-WGAN only (the other strategies add
-    no client-side noise); ``clip_norm`` is the per-row bound C (GS-WGAN) or the delta bound S
-    (Fed-Avg GAN); ``epsilon_budget`` 0 means the node set no budget. ``secagg_only``,
-    ``min_cohort`` (the fewest survivors, m_min) and ``min_threshold`` (SecAgg+'s t) bind
-    secure aggregation, which only GS-WGAN nodes serve.
+    ``min_noise_multiplier`` binds GS-WGAN's sigma, and Fed-Avg GAN's z under secure
+    aggregation (the sum's noise is then the clients' own); ``epsilon_budget`` binds GS-WGAN
+    only (the other strategies' clients keep no ledger); ``clip_norm`` is the per-row bound C
+    (GS-WGAN) or the delta bound S (Fed-Avg GAN); ``epsilon_budget`` 0 means the node set no
+    budget. ``secagg_only``, ``min_cohort`` (the fewest survivors, m_min) and ``min_threshold``
+    (SecAgg+'s t) bind secure aggregation, which GS-WGAN and Fed-Avg GAN nodes serve.
     """
 
     strategy: str = "gswgan"
@@ -91,8 +91,9 @@ class NodePolicy:
             ),
             (isinstance(self.secagg_only, bool), "secagg-only must be true or false"),
             (
-                not self.secagg_only or self.strategy == "gswgan",
-                "secagg-only binds gswgan nodes only (no other strategy answers securely)",
+                not self.secagg_only or algorithm(self.strategy).secure,
+                "secagg-only binds nodes of a strategy answered through secure aggregation "
+                "(gswgan, fedavg-gan)",
             ),
             (
                 _is_int(self.min_cohort) and self.min_cohort >= MIN_SECAGG_COHORT,
@@ -126,14 +127,16 @@ class NodePolicy:
     def from_run_config(cls, config: RunConfig) -> NodePolicy:
         """A simulation's policy: the user's own settings (budget 0 = no budget, as passed;
         a secure run's nodes accept the m_min and threshold the user chose)."""
-        fedavg = config.strategy == "fedavg-gan"
+        fedavg = config.strategy == "fedavg-gan"  # its own clip and noise keys
         floors: dict[str, int] = {}
         if config.secure_aggregation:
             settings = config.secagg_settings()
             floors = {"min_cohort": settings.min_survivors, "min_threshold": settings.threshold}
         return cls(
             strategy=config.strategy,
-            min_noise_multiplier=config.noise_multiplier,
+            min_noise_multiplier=(
+                config.fedavg_noise_multiplier if fedavg else config.noise_multiplier
+            ),
             clip_norm=config.fedavg_clip_norm if fedavg else config.clip_norm,
             max_batch_size=config.batch_size,
             delta=config.delta,
@@ -169,7 +172,7 @@ class NodePolicy:
         misread every reply's scale)."""
         refuse_non_finite(config)
         self.check_noise(config.noise_multiplier)
-        key = CLIP_KEYS.get(self.strategy)
+        key = algorithm(self.strategy).clip_key
         if key is None:
             return
         asked = getattr(config, key.replace("-", "_"))
@@ -202,10 +205,10 @@ class NodePolicy:
         self.check_batch(batch_size)
 
     def check_plain(self) -> None:
-        """Refuse a GS-WGAN query outside secure aggregation if the node answers only through it."""
+        """Refuse a query outside secure aggregation if the node answers only through it."""
         if self.secagg_only:
             raise PolicyViolation(
-                "this node answers GS-WGAN queries only through secure aggregation (its "
+                f"this node answers {self.strategy} queries only through secure aggregation (its "
                 "policy-secagg-only): send the query with its secagg-setup and secagg-noise records"
             )
 
@@ -214,26 +217,25 @@ class NodePolicy:
         setup: Mapping[str, Any],
         noise: DistributedNoiseParams,
         config: RunConfig,
-        batch_size: int,
-        row_length: int,
+        vector: SecureVector,
     ) -> None:
-        """Refuse (PolicyViolation) a secure GS-WGAN query outside the policy.
+        """Refuse (PolicyViolation) a secure query outside the policy.
 
         ``setup`` is the SecAgg+ setup (its ``min_survivors`` and ``threshold``, already
-        checked as SecAgg+ parameters); ``config`` the run config the policy passed; the query's
-        fakes are ``batch_size`` rows of ``row_length`` values. The noise must hold against the
-        t - 1 colluders SecAgg+ allows, be scaled for this node's rows (each clipped to C, so the
-        whole vector has norm at most C sqrt(B)) and carry, on the sum, at least the noise each
-        client adds alone without it: std 2 C sigma, sigma the larger of the policy's and the
-        run's.
+        checked as SecAgg+ parameters); ``config`` the run config the policy passed; ``vector``
+        what this node would encode for the query (``RunConfig.secure_vector``: its clip from the
+        node's own clip norm, its length from the query, the sum's noise scale and the run's
+        multiplier). The noise must hold against the t - 1 colluders SecAgg+ allows, be scaled
+        for this node's vector and carry, on the sum, at least the noise its trusted counterpart
+        adds: the larger of the policy's minimum and the run's multiplier, times the scale.
         """
-        if self.strategy != "gswgan":
+        if not algorithm(self.strategy).secure:
             raise PolicyViolation(
-                f"this node serves {self.strategy}: secure aggregation answers gswgan queries only"
+                f"this node serves {self.strategy}: it is never answered through secure aggregation"
             )
         survivors, threshold = setup["min_survivors"], setup["threshold"]
-        central = noise.sigma / (2 * self.clip_norm)
-        clip = self.clip_norm * math.sqrt(batch_size)
+        central, clip, dimension = vector.central(noise.sigma), vector.clip, vector.dimension
+        key = algorithm(self.strategy).noise_key
         refusals = [
             (
                 survivors < self.min_cohort,
@@ -257,23 +259,23 @@ class NodePolicy:
             ),
             (
                 not math.isclose(noise.clip, clip, rel_tol=1e-9),
-                f"the noise's clip {noise.clip:g} is not this node's clip norm times sqrt(batch) "
-                f"= {self.clip_norm:g} * sqrt({batch_size}) = {clip:g}",
+                f"the noise's clip {noise.clip:g} is not the {clip:g} this node clips its vector "
+                f"to (its policy-clip-norm {self.clip_norm:g})",
             ),
             (
-                noise.dimension != batch_size * row_length,
-                f"the noise's dimension {noise.dimension} is not the fakes' {batch_size} x "
-                f"{row_length} = {batch_size * row_length}",
+                noise.dimension != dimension,
+                f"the noise's dimension {noise.dimension} is not the {dimension} values this "
+                f"node would encode",
             ),
             (
                 central < self.min_noise_multiplier,
-                f"the secure sum's noise multiplier {central:g} (sigma / (2 * clip-norm)) is "
+                f"the secure sum's noise multiplier {central:g} (sigma / {vector.scale:g}) is "
                 f"below this node's minimum {self.min_noise_multiplier:g}",
             ),
             (
-                central < config.noise_multiplier,
-                f"the secure sum's noise multiplier {central:g} (sigma / (2 * clip-norm)) is "
-                f"below the run's noise-multiplier {config.noise_multiplier:g}",
+                central < vector.multiplier,
+                f"the secure sum's noise multiplier {central:g} (sigma / {vector.scale:g}) is "
+                f"below the run's {key} {vector.multiplier:g}",
             ),
         ]
         for refused, reason in refusals:
