@@ -1,5 +1,6 @@
 """What every client session shares: the refusal it raises, the writer a node holds, and the
-secure contribution a GS-WGAN session hands to the node's secure-aggregation layer."""
+secure contribution a session (GS-WGAN's, Fed-Avg GAN's) hands to the node's secure-aggregation
+layer."""
 
 from __future__ import annotations
 

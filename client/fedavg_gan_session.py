@@ -5,6 +5,13 @@ parameter delta clipped to its policy's bound S, nothing else (a diverged delta 
 delta of the same shapes, counted on the client's disk). Fed-Avg GAN's guarantee holds only
 against a trusted server (the server adds the noise), so a client configured with its own
 untrusted-server budget refuses these queries.
+
+A secure query (``fedgs.protocols.secagg``, checked by the gate against the node's policy) is
+answered with the same clipped delta, flattened over all of the critic's parameters and encoded
+with this client's share of the distributed discrete Gaussian; it goes back as a
+``SecureContribution`` that ``fedgs.client.secure_node`` sends only masked. The client keeps no
+ledger (no state at all): the server's per-client ledger is the record, and the policy's check
+of each query (clip S, the sum's noise, m_min, t) is what bounds it, so a budget still refuses.
 """
 
 from __future__ import annotations
@@ -15,10 +22,12 @@ import numpy as np
 import torch
 from flwr.app import RecordDict
 
-from fedgs.client.common import RequestRefused, client_id_of
+from fedgs.client.common import RequestRefused, SecureContribution, client_id_of
 from fedgs.client.state_store import ClientStateStore
+from fedgs.privacy import distributed_noise
 from fedgs.privacy.dp_fedavg import NonFiniteDeltaError, clip_delta
-from fedgs.protocols import common, fedavg_gan
+from fedgs.privacy.randomness import SecureRandom
+from fedgs.protocols import common, fedavg_gan, secagg
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for, state_dir_for
 from fedgs.training.fedavg_gan import build_critic, local_critic_delta
@@ -34,11 +43,13 @@ class FedAvgClient:
         self.dataset = dataset_for(config)
         self.partition_id = partition_id
 
-    def answer(self, content: RecordDict) -> RecordDict:
+    def answer(self, content: RecordDict) -> RecordDict | SecureContribution:
+        """The clipped critic delta: in the clear, or (a secure query) encoded for SecAgg+."""
         if self.config.client_budget_epsilon > 0:
             raise RequestRefused(
-                "this client has an untrusted-server privacy budget and Fed-Avg GAN sends "
-                "unnoised critic deltas (its guarantee needs a trusted server)"
+                "this client has an untrusted-server privacy budget and Fed-Avg GAN clients keep "
+                "no ledger to enforce it (in the clear they send unnoised critic deltas, whose "
+                "guarantee needs a trusted server)"
             )
         weights_record = common.required(content, fedavg_gan.CRITIC, "query")
         fakes_record = common.required(content, common.FAKES, "query")
@@ -56,16 +67,27 @@ class FedAvgClient:
             return images[idx], labels[idx]
 
         result = local_critic_delta(critic, real_batch, fakes.pairs(), self.fedavg)
-        names = list(result.delta)
+        names = list(result.delta)  # the critic's named_parameters order, as the server's
         clipped = self._clipped([result.delta[n] for n in names])
-        delta = fedavg_gan.encode_arrays(
-            dict(zip(names, clipped, strict=True)), self.config.wire_dtype
-        )
-        used = {
+        used: dict[str, str | int | float] = {
             "strategy": "fedavg-gan",
             "clip-norm": self.fedavg.clip_norm,
             "batch-size": int(fakes.labels.shape[1]),
         }
+        if secagg.is_secure(content):
+            _, noise, rotation_seed = secagg.read_setup(content)
+            vector = np.concatenate([a.ravel() for a in clipped])
+            if vector.size != noise.dimension:
+                raise RequestRefused(
+                    f"the noise is for {noise.dimension} values, this critic has {vector.size}"
+                )
+            values = distributed_noise.encode(vector, noise, SecureRandom(), rotation_seed)
+            used |= {"noise-multiplier": noise.sigma / self.fedavg.clip_norm, "m-min": noise.m_min}
+            reply = common.reply_content({}, self.client_id, self.partition_id, used)
+            return SecureContribution(values, reply)
+        delta = fedavg_gan.encode_arrays(
+            dict(zip(names, clipped, strict=True)), self.config.wire_dtype
+        )
         return common.reply_content(
             {fedavg_gan.DELTA: delta}, self.client_id, self.partition_id, used
         )

@@ -8,6 +8,15 @@ client or a policy other than asked, is dropped and logged; the round's privacy 
 either way (one noised release) and is recorded when the round's messages are sent. The round's
 diagnostics (received delta norms, the fraction clipped) are computed by the server from the
 deltas it received: under this trusted-server model the server sees them unnoised anyway.
+
+``SecureFedAvgGANStrategy`` is DP-FedAvg with distributed noise, which needs no trusted server:
+each round asks a fixed cohort of m nodes drawn uniformly without replacement (the server knows
+the cohort, so no sampling amplification is claimed); each client clips its delta to S, encodes
+it with its share of the distributed discrete Gaussian (the sum carries std z S, DP-FedAvg's
+central noise) and answers through SecAgg+ (``SecureSteps``). Each client of the cohort is
+charged one secure step (add/remove-one) when the round is sent; the server learns only the
+sum, which it decodes, divides by the survivors and applies as the round's mean delta. No
+per-client diagnostics: the server never sees a delta.
 """
 
 from __future__ import annotations
@@ -19,11 +28,23 @@ import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 
-from fedgs.privacy import FedAvgLedger
+from fedgs.privacy import FedAvgLedger, PrivacyLedger
+from fedgs.privacy.distributed_accounting import step_event
+from fedgs.privacy.distributed_noise import DistributedNoiseParams
 from fedgs.privacy.dp_fedavg import clip_delta, noisy_mean
+from fedgs.privacy.threat_models import ADD_REMOVE
 from fedgs.protocols import common, fedavg_gan
-from fedgs.server.online import online_nodes
-from fedgs.server.replies import NodeIdentities, ServerScoredStrategy, StepOutcome
+from fedgs.run_config import SecAggSettings
+from fedgs.server.online import online_nodes, warn_if_short
+from fedgs.server.replies import (
+    ChargingStrategy,
+    Exchange,
+    NodeIdentities,
+    ServerScoredStrategy,
+    StepOutcome,
+    check_policy_used,
+)
+from fedgs.server.secure_exchange import SecureSteps
 from fedgs.training.fedavg_gan import FedAvgGANTrainer, critic_weights
 
 logger = logging.getLogger("fedgs.server")
@@ -126,3 +147,105 @@ class FedAvgGANStrategy(ServerScoredStrategy):
             received_delta_norm_mean=outcome.mean("received-delta-norm"),
             received_delta_clipped_fraction=outcome.mean("received-delta-clipped"),
         )
+
+
+class SecureFedAvgGANStrategy(ChargingStrategy, FedAvgGANStrategy):
+    """Fed-Avg GAN under secure aggregation: the server sees only each cohort's noisy sum."""
+
+    ledger: PrivacyLedger  # type: ignore[assignment]  # per client, as GS-WGAN's
+
+    def __init__(
+        self,
+        trainer: FedAvgGANTrainer,
+        ledger: PrivacyLedger,
+        sampler: np.random.Generator,
+        secure: tuple[SecAggSettings, DistributedNoiseParams],
+        wire_dtype: str = "float32",
+        identities: NodeIdentities | None = None,
+        node_wait: float = 600.0,
+    ) -> None:
+        FedAvgGANStrategy.__init__(
+            self,
+            trainer,
+            ledger,
+            sampler,
+            wire_dtype,
+            identities,
+            node_wait,  # type: ignore[arg-type]
+        )
+        self._steps = SecureSteps(*secure)
+
+    def summary(self) -> None:
+        super().summary()
+        settings = self._steps.settings
+        logger.info(
+            "secure aggregation: a fixed cohort of %d, m_min=%d, t=%d, %d-bit sums of %d values",
+            self.trainer.config.clients_per_round,
+            settings.min_survivors,
+            settings.threshold,
+            settings.bits,
+            self._steps.noise.padded_dimension,
+        )
+
+    def sample_nodes(self, grid: Grid, server_round: int = 0) -> list[int]:
+        """m of the nodes online now, uniformly without replacement (fewer online: all)."""
+        nodes = online_nodes(grid, self.node_wait)
+        self._population = len(nodes)
+        m = self.trainer.config.clients_per_round
+        warn_if_short(server_round, len(nodes), m, "fedavg-clients-per-round")
+        picked = self.sampler.choice(len(nodes), size=min(m, len(nodes)), replace=False)
+        return [nodes[i] for i in picked]
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """D's weights and fresh fake batches for each node of the cohort, made secure; each
+        node's client pays one secure step (add/remove-one) as its query is sent."""
+        cohort = self._steps.start(server_round, self.sample_nodes(grid, server_round))
+        self._pending = set(cohort)
+        if not cohort:
+            return []
+        self.charge(cohort, step_event(self._steps.noise, ADD_REMOVE))
+        critic = fedavg_gan.encode_arrays(critic_weights(self.trainer.critic), self.wire_dtype)
+        contents = {}
+        for node in cohort:
+            images, labels = self.trainer.propose()
+            fakes = common.encode_fakes(images, labels, self.wire_dtype)
+            contents[node] = common.query_content(
+                {fedavg_gan.CRITIC: critic, common.FAKES: fakes}, server_round
+            )
+        return self._steps.queries(contents, fedavg_gan.QUERY)
+
+    def exchange(self, grid: Grid, messages: list[Message], timeout: float) -> Exchange:
+        return self._steps.exchange(grid, messages, timeout, self._check_reply)
+
+    def _check_reply(self, reply: Message) -> None:
+        """A query's reply names its node's client and the policy asked, or is dropped."""
+        self.learn(reply)
+        check_policy_used(reply, self.asked())
+
+    def asked(self) -> dict[str, float | int | str]:
+        """As plain Fed-Avg GAN, and at least z on the sum (the clients' shares carry it)."""
+        return super().asked() | {"noise-multiplier": self.trainer.config.noise_multiplier}
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """The decoded sum over the survivors applied as the round's mean delta (nothing when
+        the round aborted or asked no one: D and G unchanged)."""
+        outcome, released, total = self._steps.released()
+        self._pending = set()
+        answered = 0
+        if released is not None and total is not None:
+            answered = len(released.survivors)
+            ends = np.cumsum([int(np.prod(shape)) for shape in self._shapes.values()])[:-1]
+            parts = np.split(total / answered, ends)
+            mean = {
+                name: part.reshape(shape).astype(np.float32)
+                for (name, shape), part in zip(self._shapes.items(), parts, strict=True)
+            }
+            self.trainer.apply(mean)
+        self.ledger.record_outcomes(
+            answered, outcome.sampled - answered - outcome.no_reply, outcome.no_reply
+        )
+        return self.finish(outcome, answered)
