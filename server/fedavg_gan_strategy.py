@@ -164,15 +164,7 @@ class SecureFedAvgGANStrategy(ChargingStrategy, FedAvgGANStrategy):
         identities: NodeIdentities | None = None,
         node_wait: float = 600.0,
     ) -> None:
-        FedAvgGANStrategy.__init__(
-            self,
-            trainer,
-            ledger,
-            sampler,
-            wire_dtype,
-            identities,
-            node_wait,  # type: ignore[arg-type]
-        )
+        super().__init__(trainer, ledger, sampler, wire_dtype, identities, node_wait)
         self._steps = SecureSteps(*secure)
 
     def summary(self) -> None:

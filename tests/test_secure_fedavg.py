@@ -253,6 +253,23 @@ def test_the_report_labels_every_secure_figure(tmp_path: Path) -> None:
     assert "no amplification" in report["cohort_sampling"]
 
 
+def test_the_target_stop_counts_a_secure_round_for_any_node(tmp_path: Path) -> None:
+    """Any node may be in the next cohort (the draw is secret): one more secure step for the
+    most-charged client decides the stop."""
+    grid = SecureGrid(0.1)
+    noise = {"fedavg-noise-multiplier": 1.0}
+    run = FedAvgGANRun(_config(**noise, **{"run-dir": str(tmp_path), "target-epsilon": 100}))
+    _round(run.strategy, grid)
+    spent = run.privacy_row()["epsilon_secure_aggregation"]
+    assert not run.would_pass_target(grid)  # type: ignore[arg-type]
+    tight = FedAvgGANRun(
+        _config(**noise, **{"run-dir": str(tmp_path / "t"), "target-epsilon": spent})
+    )
+    _round(tight.strategy, grid)
+    assert tight.privacy_row()["epsilon_secure_aggregation"] == spent
+    assert tight.would_pass_target(grid)  # type: ignore[arg-type]  # a second step passes it
+
+
 # --- through the real engine ----------------------------------------------------------------
 
 
