@@ -1,8 +1,9 @@
-"""A node's part in secure aggregation: the SecAgg+ stages around a secure GS-WGAN contribution.
+"""A node's part in secure aggregation: the SecAgg+ stages around a secure contribution.
 
 A secure query (``fedgs.protocols.secagg``) passes the gate's checks (``fedgs.client.gate``),
 then SecAgg+'s own check of its setup (this node in the cohort, its neighbours, the node's
-floors); only then does the session train and encode (``fedgs.client.gswgan_session``). Its
+floors); only then does the strategy's session train and encode (GS-WGAN's clipped rows, Fed-Avg
+GAN's clipped critic delta: ``fedgs.client.gate.SECURE_QUERIES``). Its
 encoded values stay on the node: they are stored with the SecAgg+ session in Flower's
 ``context.state`` (kept by the SuperNode between this run's messages to this node), and the
 reply carries the public records and this node's advertised keys (ConfigRecord ``secagg``).

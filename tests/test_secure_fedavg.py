@@ -31,6 +31,7 @@ from fedgs.secagg import ClientSession
 from fedgs.server.fedavg_gan_run import FedAvgGANRun
 from fedgs.server.fedavg_gan_strategy import SecureFedAvgGANStrategy
 from fedgs.training.fedavg_gan import FedAvgGANTrainer
+from fedgs.training.run_dir import summarize
 
 NODES = [101, 102, 103, 104, 105]
 QUERY = "query"
@@ -251,6 +252,12 @@ def test_the_report_labels_every_secure_figure(tmp_path: Path) -> None:
     assert 0 < ddg["epsilon"] <= secure["epsilon"] * 1.01
     assert local["epsilon"] >= secure["epsilon"]
     assert "no amplification" in report["cohort_sampling"]
+    # the summary a run prints at its end: secure rounds, with the secure figures' models
+    (tmp_path / "metrics.csv").write_text("step,sampled,answered\n1,5,5\n")
+    lines = summarize(tmp_path).splitlines()
+    assert "private rounds through secure aggregation" in lines[0]
+    assert f"{secure['epsilon']:.2f}" in lines[1] and "add-remove" in lines[1]
+    assert "trusted server" not in "\n".join(lines)
 
 
 def test_the_target_stop_counts_a_secure_round_for_any_node(tmp_path: Path) -> None:

@@ -148,6 +148,8 @@ def _privacy_lines(privacy: dict) -> list[str]:
         return _teacher_privacy_lines(privacy)
     sampling = privacy.get("sampling", {})
     delta = f"delta={privacy['delta']:g}"
+    if privacy.get("headline") == SECURE_AGGREGATION:  # GS-WGAN or Fed-Avg GAN
+        return _secure_privacy_lines(privacy, delta) + _query_lines(privacy)
     if threat_model == TRUSTED_SERVER:  # Fed-Avg GAN
         trusted = privacy["trusted_server"]
         neighbouring = privacy["neighbouring"]
@@ -159,8 +161,6 @@ def _privacy_lines(privacy: dict) -> list[str]:
             + _amplified(trusted, sampling, figure),
             "  epsilon (untrusted server): none (clients send unnoised deltas)",
         ]
-    if privacy.get("headline") == SECURE_AGGREGATION:
-        return _secure_privacy_lines(privacy, delta) + _query_lines(privacy)
     untrusted, trusted = privacy["untrusted_server"], privacy["trusted_sampler"]
     neighbouring = privacy["neighbouring"]
     return [
@@ -183,7 +183,7 @@ def _secure_privacy_lines(privacy: dict, delta: str) -> list[str]:
         f"least {secagg['min_survivors']} survivors"
     )
     lines = [
-        f"{privacy['steps']} private generator steps through secure aggregation (SecAgg+, "
+        f"{privacy['steps']} private {_secure_unit(privacy)} through secure aggregation (SecAgg+, "
         f"cohorts of {secagg['max_clients']}, threshold {secagg['threshold']}, "
         f"{secagg['bits']}-bit sums)",
         f"  epsilon (secure aggregation: {model}; {secure['accountant']}, {delta}, "
@@ -199,6 +199,11 @@ def _secure_privacy_lines(privacy: dict, delta: str) -> list[str]:
         f"{local['accountant']}, {delta}, {neighbouring}): {local['epsilon']:.2f}"
     )
     return lines
+
+
+def _secure_unit(privacy: dict) -> str:
+    """What a secure run's steps are called: Fed-Avg GAN's are rounds."""
+    return "rounds" if privacy["strategy"] == "fedavg-gan" else "generator steps"
 
 
 def _query_lines(privacy: dict) -> list[str]:
