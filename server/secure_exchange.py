@@ -84,7 +84,9 @@ class SecureExchange:
         replies = list(grid.send_and_receive(queries, timeout=timeout))
         up = sum(message_bytes(r) for r in replies)
         try:
-            self._receive(self._keys(replies, {m.metadata.dst_node_id for m in queries}))
+            self._receive(
+                self._read(replies, {m.metadata.dst_node_id for m in queries}, query=True)
+            )
             while self.session.stage != DONE:
                 messages = [
                     Message(
@@ -95,9 +97,7 @@ class SecureExchange:
                 down += sum(message_bytes(m) for m in messages)
                 answers = list(grid.send_and_receive(messages, timeout=timeout))
                 up += sum(message_bytes(r) for r in answers)
-                self._receive(
-                    self._stage_replies(answers, {m.metadata.dst_node_id for m in messages})
-                )
+                self._receive(self._read(answers, {m.metadata.dst_node_id for m in messages}))
         except SecAggAbort as abort:
             for node in self.session.alive:
                 self.outcome.drop(node, f"secure aggregation aborted, nothing released: {abort}")
@@ -112,30 +112,22 @@ class SecureExchange:
         self.outcome.close(self.silent - set(survivors), self.step)
         return Exchange(replies, down, up), SecureSum(total, survivors)
 
-    def _keys(self, replies: Iterable[Message], asked: set[int]) -> dict[int, object]:
-        """Each query reply's advertised keys, once it passed the strategy's checks."""
-        keys: dict[int, object] = {}
-        pending = set(asked)
-        for reply in expected_replies(replies, pending, self.outcome):
-            node = reply.metadata.src_node_id
-            try:
-                self.check(reply)
-                keys[node] = secagg.read_stage(reply.content)
-            except (common.ProtocolError, ValueError, TypeError) as error:
-                self.outcome.drop(node, error)
-        self.silent |= pending
-        return keys
-
-    def _stage_replies(self, replies: Iterable[Message], asked: set[int]) -> dict[int, object]:
-        """Each stage reply's message; an error reply or a malformed one drops its node."""
+    def _read(
+        self, replies: Iterable[Message], asked: set[int], query: bool = False
+    ) -> dict[int, object]:
+        """Each reply's stage message (a query reply's: its advertised keys, once it passed the
+        strategy's checks); an error reply or a malformed one drops its node."""
         read: dict[int, object] = {}
         pending = set(asked)
         for reply in expected_replies(replies, pending, self.outcome):
             node = reply.metadata.src_node_id
             try:
+                if query:
+                    self.check(reply)
                 read[node] = secagg.read_stage(reply.content)
             except (common.ProtocolError, ValueError, TypeError) as error:
-                self.outcome.drop(node, f"secure aggregation {self.session.stage}: {error}")
+                reason = error if query else f"secure aggregation {self.session.stage}: {error}"
+                self.outcome.drop(node, reason)
         self.silent |= pending
         return read
 
