@@ -49,7 +49,7 @@ def assess(
         "estimate": estimate.to_json() | {"method": "Andrew et al. 2024, one-shot Gaussian fit"},
         "lower_bound": bound.to_json()
         | {"method": "Steinke, Nasr and Jagielski 2023, Theorem 5.2"},
-        "ideal": {"epsilon": observation.ideal_epsilon, "what": observation.ideal_note},
+        "ideal": {"epsilon": observation.ideal.epsilon, "what": observation.ideal.note},
         "estimate_over_accountant": estimate.epsilon / accountant if accountant else math.inf,
         "relation": observation.relation,
         "observation": "all iterates: the auditor sees every release of the audit run",
@@ -57,10 +57,10 @@ def assess(
             "count": int(scores.size),
             "side_plus": int(np.sum(coins > 0)),
             "null_directions": int(null.size),
-            "releases_seen": observation.releases,
-            "canary_contributions": observation.canary_contributions,
-            "noise_coordinates_drawn": observation.noise_draws,
-            "seconds": observation.seconds,
+            "releases_seen": observation.cost.releases,
+            "canary_contributions": observation.cost.canary_contributions,
+            "noise_coordinates_drawn": observation.cost.noise_draws,
+            "seconds": observation.cost.seconds,
             "released": "nothing: canaries are extra simulated clients of the audit run only",
         },
     }

@@ -49,6 +49,25 @@ NULLS_PER_CANARY = 32  # fresh directions scored on each canary's releases (loca
 
 
 @dataclass(frozen=True)
+class Ideal:
+    """What a perfect audit with this score would converge to, and why."""
+
+    epsilon: float
+    note: str
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What the canaries cost: releases the auditor saw, canary contributions computed, noise
+    coordinates drawn, seconds."""
+
+    releases: int
+    canary_contributions: int
+    noise_draws: int
+    seconds: float
+
+
+@dataclass(frozen=True)
 class Observation:
     """What an audit run leaves the auditor: scores, the coins to check guesses against, the
     accountant's figure for the same observation, and what the canaries cost."""
@@ -58,12 +77,8 @@ class Observation:
     null_scores: np.ndarray
     relation: str
     accountant: dict  # epsilon, threat model, accountant, delta, relation, ...
-    ideal_epsilon: float  # what a perfect audit with this score would converge to
-    ideal_note: str
-    releases: int  # mechanism outputs the auditor saw
-    canary_contributions: int  # canary replies / encodings / deltas computed
-    noise_draws: int  # noise coordinates drawn
-    seconds: float
+    ideal: Ideal
+    cost: Cost
 
 
 def unit_rows(rng: np.random.Generator, count: int, dimension: int) -> np.ndarray:
@@ -156,20 +171,18 @@ def audit_local(
     }
     mu = math.sqrt(queries * batch_size) / noise_multiplier
     calls = canaries * queries * (2 if known_noise else 1)
-    return Observation(
-        scores,
-        coins,
-        nulls.ravel(),
-        REPLACE_ONE,
-        figure,
+    ideal = Ideal(
         gdp_epsilon(mu, delta),
         f"exact epsilon of the Gaussian the replies form (multiplier sigma / sqrt(kB)), "
         f"mu = {mu:.4g}",
+    )
+    cost = Cost(
         canaries * queries,
         canaries * queries,
         calls * batch_size * ROW,
         time.perf_counter() - start,
     )
+    return Observation(scores, coins, nulls.ravel(), REPLACE_ONE, figure, ideal, cost)
 
 
 def audit_secure(
@@ -237,20 +250,18 @@ def audit_secure(
         "order": result.order,
     }
     mu = math.sqrt(steps) * 2 * params.clip / params.sigma
-    return Observation(
-        scores,
-        coins,
-        nulls.ravel(),
-        REPLACE_ONE,
-        figure,
+    ideal = Ideal(
         gdp_epsilon(mu, delta),
         f"exact epsilon of a Gaussian with the honest survivors' noise, mu = {mu:.4g} (the "
         "discrete noise sum and the rounding are ignored)",
+    )
+    cost = Cost(
         canaries * steps // honest,
         canaries * steps,
         encodings * params.padded_dimension,
         time.perf_counter() - start,
     )
+    return Observation(scores, coins, nulls.ravel(), REPLACE_ONE, figure, ideal, cost)
 
 
 def audit_fedavg(
@@ -311,17 +322,10 @@ def audit_fedavg(
         "q": q,
     }
     mu = q * math.sqrt(rounds) / noise_multiplier
-    return Observation(
-        scores,
-        coins,
-        nulls,
-        ADD_REMOVE,
-        figure,
+    ideal = Ideal(
         gdp_epsilon(mu, delta),
         f"epsilon of the summed cosine's Gaussian, mu = q sqrt(T) / z = {mu:.4g}: the score "
         "cannot tell the rounds that sampled a canary, so it does not see the whole mechanism",
-        rounds,
-        contributions,
-        draws,
-        time.perf_counter() - start,
     )
+    cost = Cost(rounds, contributions, draws, time.perf_counter() - start)
+    return Observation(scores, coins, nulls, ADD_REMOVE, figure, ideal, cost)
