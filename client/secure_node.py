@@ -25,6 +25,7 @@ from fedgs.client import gate
 from fedgs.client.common import RequestRefused, SecureContribution
 from fedgs.privacy.policy import NodePolicy
 from fedgs.protocols import secagg
+from fedgs.protocols.common import array_values
 from fedgs.run_config import RunConfig
 from fedgs.secagg import ClientSession
 from fedgs.secagg.client import DONE
@@ -101,7 +102,7 @@ def _next_stage(state: RecordDict, content: RecordDict) -> RecordDict:
     if masking:
         if INPUT not in state.array_records:
             raise RequestRefused("this node's secure contribution is no longer held")
-        values = state.array_records[INPUT][VALUES].numpy().astype(np.uint64)
+        values = array_values(state.array_records[INPUT][VALUES]).astype(np.uint64)
     reply = session.handle(message, values)
     if session.stage == DONE:
         del state[SESSION]

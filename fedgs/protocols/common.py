@@ -18,6 +18,7 @@ Decoders take Flower records and return checked values, so no call site converts
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -53,9 +54,21 @@ def arrays_record(arrays: Mapping[str, np.ndarray | torch.Tensor]) -> ArrayRecor
     )
 
 
+# numpy reads an .npy header with ast.literal_eval, which CPython 3.11 (3.11.7 here) can fail
+# with "SystemError: AST constructor recursion depth mismatch" when threads parse at once: a
+# node serving concurrent requests in threads decodes one array at a time
+_DECODING = threading.Lock()
+
+
+def array_values(array: Array) -> np.ndarray:
+    """A Flower Array's numpy values (unchecked: decoders check them), decoded under one lock."""
+    with _DECODING:
+        return array.numpy()
+
+
 def record_arrays(record: ArrayRecord) -> dict[str, np.ndarray]:
     """The named numpy arrays of an ArrayRecord, unchecked (decoders check them)."""
-    return {name: array.numpy() for name, array in record.items()}
+    return {name: array_values(array) for name, array in record.items()}
 
 
 def required(content: RecordDict, key: str, what: str) -> ArrayRecord:
@@ -162,7 +175,7 @@ def check_floats(record: ArrayRecord, what: str) -> None:
     """Every array of ``record`` is a finite float payload (names and shapes are the
     session's to check against its own network), or ProtocolError naming it."""
     for name, array in record.items():
-        values = decode_floats(array.numpy(), f"{what}/{name}")
+        values = decode_floats(array_values(array), f"{what}/{name}")
         if not np.isfinite(values).all():
             raise ProtocolError(f"'{what}/{name}' has non-finite values")
 

@@ -18,7 +18,7 @@ from flwr.app import ArrayRecord
 
 from fedgs import wire
 from fedgs.algorithms import ALGORITHMS
-from fedgs.protocols.common import ProtocolError, arrays_record
+from fedgs.protocols.common import ProtocolError, array_values, arrays_record
 
 QUERY = ALGORITHMS["fedavg-gan"].query
 CRITIC, DELTA = "critic", "delta"
@@ -40,7 +40,7 @@ def decode_arrays(
     decoded = {}
     for name, shape in expected.items():
         try:
-            values = wire.decode(payload[name].numpy())
+            values = wire.decode(array_values(payload[name]))
         except wire.WireFormatError as error:
             raise ProtocolError(f"{what} '{name}': {error}") from error
         if values.shape != tuple(shape):

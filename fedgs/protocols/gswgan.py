@@ -17,7 +17,13 @@ from flwr.app import ArrayRecord
 from fedgs import wire
 from fedgs.algorithms import ALGORITHMS
 from fedgs.privacy.sanitizer import SanitizedGradient
-from fedgs.protocols.common import PIXELS, ProtocolError, arrays_record, decode_floats
+from fedgs.protocols.common import (
+    PIXELS,
+    ProtocolError,
+    array_values,
+    arrays_record,
+    decode_floats,
+)
 
 QUERY = ALGORITHMS["gswgan"].query
 SANITIZED, GRADIENT = "sanitized", "gradient"
@@ -44,7 +50,7 @@ def decode_gradient(
     """The server's check of a reply: exact shape, finite and plausible values, nothing else."""
     if set(record) != {GRADIENT}:
         raise ProtocolError(f"reply must hold exactly the '{GRADIENT}' array, got {sorted(record)}")
-    gradient = decode_floats(record[GRADIENT].numpy(), GRADIENT)
+    gradient = decode_floats(array_values(record[GRADIENT]), GRADIENT)
     if gradient.shape != (batch_size, PIXELS):
         raise ProtocolError(
             f"gradient must have shape {(batch_size, PIXELS)}, got {gradient.shape}"

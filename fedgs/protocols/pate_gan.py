@@ -14,7 +14,7 @@ import numpy as np
 from flwr.app import ArrayRecord
 
 from fedgs.algorithms import ALGORITHMS
-from fedgs.protocols.common import ProtocolError, arrays_record
+from fedgs.protocols.common import ProtocolError, array_values, arrays_record
 
 QUERY = ALGORITHMS["pate-gan"].query
 BALLOT = "ballot"
@@ -30,7 +30,7 @@ def decode_real_votes(record: ArrayRecord, samples: int) -> np.ndarray:
     """The server's check of a reply: exact key, dtype, size and zero padding."""
     if set(record) != {REAL}:
         raise ProtocolError(f"votes must hold exactly the '{REAL}' array, got {sorted(record)}")
-    packed = record[REAL].numpy()
+    packed = array_values(record[REAL])
     if packed.dtype != np.uint8 or packed.shape != ((samples + 7) // 8,):
         raise ProtocolError(
             f"'{REAL}' must be uint8 of shape {((samples + 7) // 8,)}, "

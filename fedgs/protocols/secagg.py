@@ -25,7 +25,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from fedgs.privacy.distributed_noise import MIN_SEED_BYTES, DistributedNoiseParams
-from fedgs.protocols.common import ProtocolError
+from fedgs.protocols.common import ProtocolError, array_values
 from fedgs.secagg import SecAggError, SecAggParams
 
 SECAGG = "train.secagg"  # the message type of the stages after the query
@@ -61,7 +61,7 @@ def read_stage(content: RecordDict) -> dict[str, object]:
         if len(arrays) != 1:
             raise ProtocolError(f"'{VECTOR_RECORD}' must hold exactly one array")
         ((name, array),) = arrays.items()
-        values = array.numpy()
+        values = array_values(array)
         if values.dtype != np.int64 or values.ndim != 1 or name in message:
             raise ProtocolError(f"'{name}' must be a one-dimensional int64 array of its own name")
         message[name] = values
