@@ -9,13 +9,14 @@ import csv
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+import pytest
 import torch
 
 from fedgs.deploy import processes, topology
-from fedgs.deploy.launcher import LocalDeployment
+from fedgs.deploy.launcher import LocalDeployment, LocalOptions
 from fedgs.privacy import PrivacyLedger
 
 # tiny models and batches (the embedded data, one client per node): seconds per step; sigma 12
@@ -120,3 +121,28 @@ def restart_node_with_policy(
     )
     deployment.start_component(name, argv)
     deployment.start_component(topology.executor_name(partition_id))
+
+
+def module_deployment(name: str, nodes: int) -> Callable[..., Iterator[LocalDeployment]]:
+    """A module-scoped ``deployment`` fixture: ``nodes`` SuperNodes under a temp folder named
+    ``name``, every process it started gone once the module is done."""
+
+    @pytest.fixture(scope="module")
+    def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalDeployment]:
+        with LocalDeployment(tmp_path_factory.mktemp(name), LocalOptions(nodes=nodes)) as d:
+            yield d
+        assert processes.marked(d.marker) == []
+
+    return deployment
+
+
+def bring_every_node_online(deployment: LocalDeployment, nodes: int) -> None:
+    """Restart any node (SuperNode and its SuperExec) a test killed, then wait for all of them:
+    each test of a module sharing one deployment starts from every node online."""
+    for partition_id in range(nodes):
+        node = deployment.components.get(topology.node_name(partition_id))
+        if node is None or not node.alive():
+            if node is not None:
+                deployment.kill_node(partition_id)  # its SuperExec too
+            deployment.start_node(partition_id)
+    deployment.wait_for_nodes(nodes)

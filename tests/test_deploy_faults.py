@@ -11,7 +11,6 @@ import itertools
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +18,10 @@ import pytest
 import torch
 from deploy_support import (
     SMALL,
+    bring_every_node_online,
     client_ledger,
     client_state,
+    module_deployment,
     rows,
     server_ledger,
     wait_for,
@@ -28,7 +29,7 @@ from deploy_support import (
 
 from fedgs.deploy import control, processes, topology
 from fedgs.deploy.certs import generate_node_keys
-from fedgs.deploy.launcher import LocalDeployment, LocalOptions, RunResult, free_port
+from fedgs.deploy.launcher import LocalDeployment, RunResult, free_port
 from fedgs.privacy import PrivacyLedger
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for
@@ -42,22 +43,12 @@ _SUBMITTED = itertools.count()
 CLIENTS = dataset_for(RunConfig.from_user_config(BASE)).client_ids  # node i serves CLIENTS[i]
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalDeployment]:
-    with LocalDeployment(tmp_path_factory.mktemp("faults"), LocalOptions(nodes=NODES)) as d:
-        yield d
-    assert processes.marked(d.marker) == []
+deployment = module_deployment("faults", NODES)
 
 
 @pytest.fixture(autouse=True)
 def every_node_online(deployment: LocalDeployment) -> None:
-    for partition_id in range(NODES):
-        node = deployment.components.get(topology.node_name(partition_id))
-        if node is None or not node.alive():
-            if node is not None:
-                deployment.kill_node(partition_id)  # its SuperExec too
-            deployment.start_node(partition_id)
-    deployment.wait_for_nodes(NODES)
+    bring_every_node_online(deployment, NODES)
 
 
 @dataclass

@@ -14,21 +14,21 @@ import itertools
 import json
 import signal
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from deploy_support import (
     SMALL,
+    bring_every_node_online,
     client_state,
+    module_deployment,
     restart_node_with_policy,
     rows,
     server_ledger,
 )
 from dp_accounting import dp_event
 
-from fedgs.deploy import processes, topology
-from fedgs.deploy.launcher import LocalDeployment, LocalOptions
+from fedgs.deploy.launcher import LocalDeployment
 from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.distributed_accounting import step_event
 from fedgs.privacy.threat_models import REPLACE_ONE
@@ -54,22 +54,12 @@ SECURE_EVENT = step_event(RunConfig.from_user_config(SECURE).secure_noise().para
 _SUBMITTED = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalDeployment]:
-    with LocalDeployment(tmp_path_factory.mktemp("secure"), LocalOptions(nodes=NODES)) as d:
-        yield d
-    assert processes.marked(d.marker) == []
+deployment = module_deployment("secure", NODES)
 
 
 @pytest.fixture(autouse=True)
 def every_node_online(deployment: LocalDeployment) -> None:
-    for partition_id in range(NODES):
-        node = deployment.components.get(topology.node_name(partition_id))
-        if node is None or not node.alive():
-            if node is not None:
-                deployment.kill_node(partition_id)
-            deployment.start_node(partition_id)
-    deployment.wait_for_nodes(NODES)
+    bring_every_node_online(deployment, NODES)
 
 
 def _run(deployment: LocalDeployment, run_dir: Path, settings: dict) -> str:
