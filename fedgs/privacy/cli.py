@@ -10,12 +10,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from fedgs.argtypes import number, positive
 from fedgs.privacy.client_sampling import RULES, UNIFORM
 
-_DESCRIPTION = "User-level privacy (one client = one writer) of a GS-WGAN run."
+_DESCRIPTION = (
+    "User-level privacy (one client = one writer) of a GS-WGAN run, or of a GS-WGAN or Fed-Avg "
+    "GAN run under secure aggregation."
+)
 _EPILOG = """\
 threat models:
   untrusted-server  The server knows whom it asked, so no amplification by subsampling: a
@@ -37,7 +41,27 @@ steps whose simulated most-queried client stays within that count (a run's real 
 secret: give the run --target-epsilon too, which stops it before the guarantee passes).
 accountants: autodp-rdp (the paper's, default), dp-accounting-rdp, dp-accounting-pld (it
 has no sampling without replacement: the trusted-sampler figure is always an RDP bound or the
-untrusted-server one)."""
+untrusted-server one).
+
+secure aggregation (--secure-aggregation --cohort M; gswgan or fedavg-gan):
+  secure-aggregation  Each step's (round's) cohort of M clients answers through SecAgg+ with a
+                    distributed discrete Gaussian: an honest-but-curious server sees only the
+                    cohort's noisy sum. Holds with at most t-1 clients colluding with the server
+                    (their noise is not counted) and at least m_min surviving the step (fewer:
+                    the step aborts); the m_min-(t-1) honest survivors carry the central noise.
+                    No amplification: the server knows each cohort. Not covered: a server that
+                    fills a cohort with Sybil clients, or deviates from the protocol. Headline:
+                    each secure step charged as the run's ledger charges it (its Gaussian bound,
+                    composed by --accountant, an RDP one); ddg-rdp (Kairouz et al.) beside it.
+  local noise only  What a client's own noise share guarantees if those assumptions fail.
+secure planning: the plan builds the run's own config (keys secagg-min-survivors,
+secagg-threshold, secagg-degree, secagg-bits, same defaults: m - m//10 at least 3, d//2 + 1,
+every other node, 32) and its noise calibration, so it computes what the run would charge.
+--noise-multiplier is the run's noise key (gswgan: sigma, the sum's std 2*C*sigma; fedavg-gan:
+z). --target-epsilon calibrates it for the most-queried client (uniform: simulated with --seed;
+least-queried: ceil(T*M/K)); with --noise-multiplier too it plans queries per client and steps.
+Several --cohort sizes print one line each. Bytes are the payload (the query down, the int64
+masked vector up); keys, shares and unmask lists come on top: fedgs comm-cost measures them."""
 
 
 _positive_int = positive(int)
@@ -105,7 +129,54 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "plan the queries per client and the steps that fit this epsilon",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_secure_arguments(parser)
     parser.set_defaults(handler=run)
+
+
+def _add_secure_arguments(parser: argparse.ArgumentParser) -> None:
+    """The secure-aggregation planner's options: the run config's keys, help and choices."""
+    from dataclasses import fields
+
+    from fedgs.algorithms import ALGORITHMS
+    from fedgs.run_config import RunConfig
+
+    help_of = {f.name: f.metadata["help"] for f in fields(RunConfig)}
+    group = parser.add_argument_group(
+        "secure aggregation", "plan a run with secure-aggregation = true (see below)"
+    )
+    group.add_argument(
+        "--secure-aggregation",
+        action="store_true",
+        help="plan a secure-aggregation run: noise, queries, epsilons and bytes per cohort",
+    )
+    group.add_argument(
+        "--cohort",
+        type=_positive_int,
+        nargs="+",
+        help="M nodes per secure step (gswgan: clients-per-step; fedavg-gan: "
+        "fedavg-clients-per-round); several sizes: one line each",
+    )
+    group.add_argument(
+        "--strategy",
+        choices=[a.name for a in ALGORITHMS.values() if a.secure],
+        help="the run's strategy (gswgan)",
+    )
+    for key, alias in SECURE_KEYS.items():
+        name = key.replace("-", "_")
+        flags = [f"--{key}"] + ([f"--{alias}"] if alias else [])
+        group.add_argument(*flags, dest=name, type=int, help=help_of[name])
+    group.add_argument(
+        "--fedavg-models", choices=("paper", "gswgan"), help=help_of["fedavg_models"]
+    )
+
+
+# the run-config keys the secure planner passes on as given, with their short aliases
+SECURE_KEYS = {
+    "secagg-min-survivors": "min-survivors",
+    "secagg-threshold": "threshold",
+    "secagg-degree": "degree",
+    "secagg-bits": "bits",
+}
 
 
 def _fail(message: str, code: int = 2) -> int:
@@ -123,6 +194,11 @@ def run(args: argparse.Namespace) -> int:
     from fedgs.privacy.sampling import simulate_query_counts
     from fedgs.privacy.threat_models import REPLACE_ONE, TRUSTED_SAMPLER, UNTRUSTED_SERVER
 
+    if args.secure_aggregation:
+        return _run_secure(args)
+    given = _secure_options_given(args)
+    if given:
+        return _fail(f"{', '.join(given)}: for a secure-aggregation plan add --secure-aggregation")
     name = args.accountant or DEFAULT_ACCOUNTANT
     if name not in ACCOUNTANT_NAMES:
         return _fail(f"unknown accountant {name!r}; choose one of {', '.join(ACCOUNTANT_NAMES)}")
@@ -265,12 +341,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _max_queries(acct: Any, sigma: float, batch: int, target: float, delta: float) -> int:
-    """The most queries one client may answer at (sigma, B) with epsilon <= target (0: none)."""
-    from fedgs.privacy.events import untrusted_client_event
+def _max_queries(epsilon_of: Callable[[int], float], target: float) -> int:
+    """The most queries one client may answer with ``epsilon_of(queries)`` <= target (0: none;
+    epsilon grows with the query count)."""
 
     def meets(queries: int) -> bool:
-        return acct.epsilon(untrusted_client_event({(sigma, batch): queries}), delta) <= target
+        return epsilon_of(queries) <= target
 
     if not meets(1):
         return 0
@@ -310,7 +386,9 @@ def _plan_queries(args: argparse.Namespace, acct: Any) -> int:
 
     k, m, b, delta = args.clients, args.clients_per_step, args.batch_size, args.delta
     sigma, target = args.noise_multiplier, args.target_epsilon
-    queries = _max_queries(acct, sigma, b, target, delta)
+    queries = _max_queries(
+        lambda n: acct.epsilon(untrusted_client_event({(sigma, b): n}), delta), target
+    )
     if queries == 0:
         one = acct.epsilon(untrusted_client_event({(sigma, b): 1}), delta)
         return _fail(
@@ -369,3 +447,304 @@ def _plan_queries(args: argparse.Namespace, acct: Any) -> int:
             f"({'within' if result['fits'] else 'PAST'} the target)"
         )
     return 0
+
+
+def _secure_options_given(args: argparse.Namespace) -> list[str]:
+    """The secure planner's options given on the command line, as their flags."""
+    names = ["cohort", "strategy", "fedavg_models", *(k.replace("-", "_") for k in SECURE_KEYS)]
+    return [f"--{n.replace('_', '-')}" for n in names if getattr(args, n) is not None]
+
+
+def _secure_refusal(args: argparse.Namespace) -> str | None:
+    """Why these options plan no secure run (the run config checks the rest), or None."""
+    if args.cohort is None:
+        return "--secure-aggregation needs --cohort M (one or more cohort sizes)"
+    if args.clients_per_step != 1:
+        return "with --secure-aggregation the cohort is --cohort, not --clients-per-step"
+    if args.setting != "federated":
+        return "--secure-aggregation plans a federated run (--setting federated)"
+    if args.fedavg_models is not None and args.strategy != "fedavg-gan":
+        return "--fedavg-models shapes a fedavg-gan plan (--strategy fedavg-gan)"
+    too_big = [m for m in args.cohort if m > args.clients]
+    if too_big:
+        return f"--cohort {too_big[0]} > --clients {args.clients}"
+    if args.noise_multiplier is None and args.target_epsilon is None:
+        return "give --noise-multiplier, or --target-epsilon to calibrate it"
+    if args.steps is None and (args.noise_multiplier is None or args.target_epsilon is None):
+        return (
+            "give --steps (optional only when planning with both --noise-multiplier "
+            "and --target-epsilon)"
+        )
+    return None
+
+
+def _run_secure(args: argparse.Namespace) -> int:
+    """--secure-aggregation: one plan per cohort size, as the run config would run it."""
+    from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT
+    from fedgs.privacy.secure_plan import SecureRun
+
+    refusal = _secure_refusal(args)
+    if refusal:
+        return _fail(refusal)
+    given = {key: getattr(args, key.replace("-", "_")) for key in (*SECURE_KEYS, "fedavg-models")}
+    run = SecureRun(
+        args.strategy or "gswgan",
+        args.batch_size,
+        args.delta,
+        args.accountant or DEFAULT_ACCOUNTANT,
+        args.client_sampling,
+        tuple((key, value) for key, value in given.items() if value is not None),
+    )
+    try:
+        for cohort in args.cohort:  # the run config's own refusals, before any accounting
+            run.config(cohort, args.noise_multiplier or 1.0)  # (calibrating: any sigma)
+    except ValueError as error:
+        return _fail(str(error))
+    try:
+        rows = [_secure_row(args, run, cohort) for cohort in args.cohort]
+    except ValueError as error:  # a target no noise multiplier or query count meets
+        return _fail(str(error), code=1)
+    head = _secure_head(args, run)
+    if args.json:
+        print(json.dumps(head | rows[0] if len(rows) == 1 else head | {"cohorts": rows}))
+    elif len(rows) == 1:
+        _print_secure_plan(head, rows[0])
+    else:
+        _print_secure_table(head, rows)
+    return 0
+
+
+def _secure_head(args: argparse.Namespace, run: Any) -> dict[str, Any]:
+    """What every cohort's plan shares, each figure's threat model and accountant named."""
+    from fedgs.algorithms import ALGORITHMS
+    from fedgs.privacy.distributed_accounting import ACCOUNTANT as DDG
+    from fedgs.privacy.threat_models import (
+        NEIGHBOURING,
+        SECURE_AGGREGATION,
+        THREAT_MODELS,
+        UNTRUSTED_SERVER,
+    )
+
+    relation = ALGORITHMS[run.strategy].neighbouring
+    head: dict[str, Any] = {
+        "strategy": run.strategy,
+        "noise_key": ALGORITHMS[run.strategy].noise_key,
+        "secure_aggregation": True,
+        "clients": args.clients,
+        "batch_size": args.batch_size,
+        "delta": args.delta,
+        "neighbouring": relation,
+        "neighbouring_relation": NEIGHBOURING[relation],
+        "threat_model": SECURE_AGGREGATION,
+        "assumption": THREAT_MODELS[SECURE_AGGREGATION],
+        "accountant": run.accountant,
+        "threat_models": {
+            "epsilon_secure_aggregation": f"{SECURE_AGGREGATION} [{run.accountant}]",
+            "epsilon_secure_aggregation_ddg_rdp": f"{SECURE_AGGREGATION} [{DDG}]",
+            "epsilon_local_noise_only": f"{UNTRUSTED_SERVER}, local noise only [{run.accountant}]",
+        },
+        "for": "most-queried client",
+        "client_sampling": run.client_sampling,
+        "seed": args.seed,
+        "run_config": dict(run.options),
+    }
+    if args.target_epsilon is not None:
+        head["target_epsilon"] = args.target_epsilon
+    if args.noise_multiplier is not None:
+        head["noise_multiplier"] = args.noise_multiplier
+    return head
+
+
+def _secure_row(args: argparse.Namespace, run: Any, cohort: int) -> dict[str, Any]:
+    """One cohort's plan: its noise, the most-queried client's queries, its three epsilons
+    and the payload bytes."""
+    from fedgs.privacy.calibration import DEFAULT_TOLERANCE
+    from fedgs.privacy.sampling import simulate_query_counts
+    from fedgs.privacy.secure_plan import calibrate
+
+    k, rule, seed = args.clients, args.client_sampling, args.seed
+
+    def most_queried(steps: int) -> int:
+        return int(simulate_query_counts(k, steps, cohort, seed=seed, rule=rule).max())
+
+    sigma, target = args.noise_multiplier, args.target_epsilon
+    row: dict[str, Any] = {"cohort": cohort}
+    if sigma is None:  # calibrate for --steps
+        steps, queries = args.steps, most_queried(args.steps)
+        sigma = calibrate(run, cohort, queries, target)
+        row["tolerance"] = DEFAULT_TOLERANCE
+        step = run.step(cohort, sigma)
+    elif target is None:  # evaluate --steps
+        steps, queries = args.steps, most_queried(args.steps)
+        step = run.step(cohort, sigma)
+    else:  # plan queries per client and steps
+        step = run.step(cohort, sigma)
+        queries = _max_queries(step.headline_epsilon, target)
+        if queries == 0:
+            raise ValueError(
+                f"one secure step at cohort {cohort}, noise multiplier {sigma:g} already costs "
+                f"epsilon {step.headline_epsilon(1):.4g} > {target:g}: raise the noise multiplier"
+            )
+        steps = _max_steps(k, cohort, queries, seed, rule)
+        row |= {"max_queries_per_client": queries, "max_steps": steps}
+        if args.steps is not None:
+            worst = most_queried(args.steps)
+            row |= {
+                "at_steps": {
+                    "steps": args.steps,
+                    "worst_client_queries": worst,
+                    **step.epsilons(worst),
+                    "fits": worst <= queries,
+                }
+            }
+    row |= {
+        "noise_multiplier": sigma,
+        "mean_noise_multiplier": sigma / cohort,  # on the cohort's mean: the signal's lever
+        "steps": steps,
+        "expected_queries": steps * cohort / k,
+        "worst_client_queries": queries,
+        "secagg": _secagg_block(step),
+        **step.epsilons(queries),
+        "bytes": _bytes_block(step, queries, steps * cohort),
+    }
+    return row
+
+
+def _secagg_block(step: Any) -> dict[str, Any]:
+    """The SecAgg+ settings and the calibrated noise a cohort's step runs with."""
+    settings, params = step.settings, step.calibration.params
+    return {
+        "min_survivors": settings.min_survivors,
+        "threshold": settings.threshold,
+        "colluders": settings.threshold - 1,
+        "degree": settings.degree,
+        "bits": settings.bits,
+        "honest_survivors": step.honest_survivors,
+        "central_std": params.sigma,
+        "survivor_std": step.survivor_std,
+        "survivor_noise_multiplier": step.survivor_noise_multiplier,
+        "gamma": params.gamma,
+        "padded_dimension": params.padded_dimension,
+        "wrap_probability": step.calibration.wrap_probability,
+    }
+
+
+def _bytes_block(step: Any, client_queries: int, run_queries: int) -> dict[str, Any]:
+    """Payload bytes per secure query, for the most-queried client and for the whole run."""
+    per_query = step.payload_bytes()
+    both = per_query["down"] + per_query["up"]
+    return {
+        "down_per_query": per_query["down"],
+        "up_per_query": per_query["up"],
+        "plain_up_per_query": per_query["plain_up"],
+        "most_queried_client": client_queries * both,
+        "run": run_queries * both,
+        "counts": "payload only: keys, shares and unmask lists come on top (fedgs comm-cost)",
+    }
+
+
+def _size(count: float) -> str:
+    """Bytes in the largest unit that keeps a number >= 1."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.3g} {unit}"
+    return f"{count:.0f} B"
+
+
+def _secure_title(head: dict[str, Any]) -> str:
+    return (
+        f"secure aggregation, {head['strategy']}: K={head['clients']} clients, "
+        f"B={head['batch_size']}, delta={head['delta']:g}, neighbouring: {head['neighbouring']} "
+        f"client; {head['client_sampling']} sampling"
+        + (f" (seed {head['seed']})" if head["client_sampling"] == UNIFORM else "")
+    )
+
+
+def _print_secure_plan(head: dict[str, Any], row: dict[str, Any]) -> None:
+    """One cohort's plan, each figure with its threat model and accountant."""
+    from fedgs.privacy.distributed_accounting import ACCOUNTANT as DDG
+
+    s, b, m = row["secagg"], row["bytes"], row["cohort"]
+    measured = head["strategy"] == "gswgan"  # the secure step fedgs comm-cost measures
+    acct, sigma = head["accountant"], row["noise_multiplier"]
+    lines = [
+        _secure_title(head),
+        f"cohort M={m}: SecAgg+ m_min {s['min_survivors']} survivors, threshold t={s['threshold']}"
+        f" (up to {s['colluders']} colluding clients), {s['honest_survivors']} honest survivors "
+        f"carry the noise; {s['degree']} neighbours each, {s['bits']}-bit modulus",
+    ]
+    if "tolerance" in row:
+        lines.append(
+            f"{head['noise_key']} {sigma:.4f} (tolerance {row['tolerance']:g}) meets epsilon "
+            f"{head['target_epsilon']:g} for the most-queried client [{acct}]"
+        )
+    if "max_queries_per_client" in row:
+        lines.append(
+            f"at most {row['max_queries_per_client']} secure steps per client within epsilon "
+            f"{head['target_epsilon']:g} at {head['noise_key']} {sigma:g} "
+            f"[{acct}]; at most {row['max_steps']} steps keep the most-queried client within "
+            f"them; run with --target-epsilon {head['target_epsilon']:g} too"
+        )
+    lines += [
+        f"noise: std {s['central_std']:.4g} per coordinate on the cohort's sum; each honest "
+        f"survivor adds std {s['survivor_std']:.4g} (noise multiplier "
+        f"{s['survivor_noise_multiplier']:.4g}); on the cohort's mean, noise multiplier "
+        f"{row['mean_noise_multiplier']:.4g} (sigma / M); wrap-around probability <= "
+        f"{s['wrap_probability']:.2g}",
+        f"queries per client: expected {row['expected_queries']:.2f} over {row['steps']} steps "
+        f"(T*M/K); most-queried client {row['worst_client_queries']}",
+        f"epsilon {row['epsilon_secure_aggregation']:>12.6g}  secure-aggregation, most-queried "
+        f"client: the run's headline, its steps' events composed [{acct}]",
+        f"epsilon {row['epsilon_secure_aggregation_ddg_rdp']:>12.6g}  secure-aggregation, "
+        f"most-queried client [{DDG}]",
+        f"epsilon {row['epsilon_local_noise_only']:>12.6g}  untrusted-server, local noise only: "
+        f"if the secure-aggregation assumptions fail [{acct}]",
+        f"bytes per client and secure query: down {b['down_per_query']:,}, up "
+        f"{b['up_per_query']:,} (int64 masked vector; float32 without secure aggregation: "
+        f"{b['plain_up_per_query']:,}); most-queried client {_size(b['most_queried_client'])}, "
+        f"the run {_size(b['run'])}; payload only: keys, shares and unmask lists come on top"
+        + (f" (fedgs comm-cost --secagg-cohorts {m} measures them)" if measured else ""),
+    ]
+    at = row.get("at_steps")
+    if at:
+        lines.append(
+            f"--steps {at['steps']}: most-queried client {at['worst_client_queries']} queries, "
+            f"epsilon {at['epsilon_secure_aggregation']:.4g} "
+            f"({'within' if at['fits'] else 'PAST'} the target)"
+        )
+    print("\n".join(lines))
+
+
+def _print_secure_table(head: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    """One line per cohort size."""
+    from fedgs.privacy.distributed_accounting import ACCOUNTANT as DDG
+
+    acct = head["accountant"]
+    aim = (
+        f"target epsilon {head['target_epsilon']:g}"
+        if "target_epsilon" in head
+        else f"{head['noise_key']} {head['noise_multiplier']:g}"
+    )
+    queries = "max queries" if "max_queries_per_client" in rows[0] else "queries"
+    print(
+        f"{_secure_title(head)}\n{aim} for the most-queried client; sigma: the run's "
+        f"{head['noise_key']}; per survivor: the noise multiplier each of the m_min - (t - 1) "
+        "honest survivors adds; on mean: sigma / M, the noise on the cohort's mean; up: bytes "
+        "per client and secure query (payload)"
+    )
+    print(
+        f"{'M':>5} {'m_min':>5} {'t':>4} {'honest':>6} {'sigma':>9} {'per survivor':>12} "
+        f"{'on mean':>8} "
+        f"{'steps':>7} {queries:>11} {'eps ' + acct:>15} {'eps ' + DDG:>12} {'up':>10}"
+    )
+    for row in rows:
+        s = row["secagg"]
+        print(
+            f"{row['cohort']:>5} {s['min_survivors']:>5} {s['threshold']:>4} "
+            f"{s['honest_survivors']:>6} {row['noise_multiplier']:>9.4f} "
+            f"{s['survivor_noise_multiplier']:>12.4f} {row['mean_noise_multiplier']:>8.4f} "
+            f"{row['steps']:>7} "
+            f"{row['worst_client_queries']:>11} {row['epsilon_secure_aggregation']:>15.4f} "
+            f"{row['epsilon_secure_aggregation_ddg_rdp']:>12.4f} "
+            f"{_size(row['bytes']['up_per_query']):>10}"
+        )
