@@ -43,6 +43,13 @@ def gswgan_query_event(noise_multiplier: float, batch_size: int) -> dp_event.Gau
     return dp_event.GaussianDpEvent(float(noise_multiplier) / math.sqrt(batch_size))
 
 
+def mean_embedding_event(noise_multiplier: float) -> dp_event.GaussianDpEvent:
+    """One DP-MERF release (``fedgs.privacy.mean_embedding``): a writer's mean embedding clipped
+    to C with noise std 2C * sigma, whose replace-one sensitivity is 2C: multiplier sigma."""
+    _check_positive("noise_multiplier", noise_multiplier)
+    return dp_event.GaussianDpEvent(float(noise_multiplier))
+
+
 def untrusted_client_event(queries: Mapping[tuple[float, int], float]) -> dp_event.DpEvent:
     """A client's queries under the untrusted server: plain composition, no amplification.
 
