@@ -112,9 +112,10 @@ def allowed_message_types(policy: NodePolicy) -> tuple[str, ...]:
 
 
 def requested_batch(message_type: str, content: RecordDict) -> int:
-    """The largest batch a query asks about, read from its arrays' shapes before decoding."""
+    """The largest batch a query asks about, read from its arrays' shapes before decoding (0
+    for a query without fake batches)."""
     keys = QUERIES[message_type].batch_records
-    return max(common.fake_batch_size(content, key) for key in keys)
+    return max((common.fake_batch_size(content, key) for key in keys), default=0)
 
 
 def check_message_type(message_type: str, policy: NodePolicy) -> None:

@@ -165,6 +165,27 @@ ALGORITHMS: dict[str, Algorithm] = {
             update_bytes="fedgs.comm:pate_update_bytes",
             batch_records=("fakes", "ballot"),  # fedgs.protocols: common.FAKES, pate_gan.BALLOT
         ),
+        Algorithm(
+            "dp-merf",
+            "train.dpmerf",
+            UNTRUSTED_SERVER,
+            REPLACE_ONE,
+            noise_key="merf-noise-multiplier",
+            server_run="fedgs.server.dp_merf_run:DpMerfRun",
+            client_session="fedgs.client.dp_merf_session:DpMerfSession",
+            warm_start_session=None,  # one pass over the writer's data, no model kept
+            update_bytes="fedgs.protocols.dp_merf:update_bytes",
+            batch_records=(),  # its query carries no fake batch, only the public feature map
+            own_options=(
+                "merf-features",
+                "merf-bandwidth",
+                "merf-clip-norm",
+                "merf-noise-multiplier",
+                "merf-generator-steps",
+                "merf-lr",
+                "merf-batch-size",
+            ),
+        ),
     )
 }
 

@@ -25,6 +25,7 @@ from fedgs.training.hparams import FedAvgGANConfig, GSWGANConfig
 
 if TYPE_CHECKING:
     from fedgs.privacy.distributed_noise import Calibration
+    from fedgs.training.dp_merf import MerfConfig
 
 SECAGG_OPTIONS = ("secagg-min-survivors", "secagg-threshold", "secagg-degree", "secagg-bits")
 # the secure sum's bound is an RDP one (fedgs.privacy.distributed_accounting), so only RDP
@@ -146,8 +147,9 @@ class RunConfig:
     strategy: str = option(
         "gswgan",
         "training",
-        "gswgan (untrusted server), fedavg-gan (DP-FedAvg, trusted server), or the teacher "
-        "ensembles datalens (TopAgg) and pate-gan (trusted aggregator)",
+        "gswgan (untrusted server), fedavg-gan (DP-FedAvg, trusted server), the teacher "
+        "ensembles datalens (TopAgg) and pate-gan (trusted aggregator), or dp-merf (one-shot "
+        "private mean embeddings, untrusted server)",
     )
     steps: int = option(200, "training", "private generator steps (fedavg-gan: rounds)")
     wire_dtype: str = option(
@@ -390,6 +392,36 @@ class RunConfig:
         "starting a local Ray; its nodes run the ClientApps, so state-dir must then be an "
         "absolute path on storage every node mounts at that path (docs/running.md); '' = local",
     )
+    # dp-merf (one-shot private mean embeddings): steps caps its query rounds and
+    # clients-per-step sizes them (rounds = min(steps, ceil(writers / clients-per-step)))
+    merf_features: int = option(
+        1000,
+        "training",
+        "dp-merf: random Fourier features D of the Gaussian kernel (even; D/2 cos/sin pairs); "
+        "each writer releases a (D + 1) x classes matrix",
+    )
+    merf_bandwidth: float = option(
+        20.0,
+        "training",
+        "dp-merf: length scale of the Gaussian kernel on flattened images in [-1, 1] (about "
+        "the median distance between two digits)",
+    )
+    merf_clip_norm: float = option(
+        1.0, "privacy", "dp-merf: L2 bound C on each writer's mean embedding (its norm is <= 1)"
+    )
+    merf_noise_multiplier: float = option(
+        0.6,
+        "privacy",
+        "dp-merf: sigma; each writer adds noise std 2*C*sigma to every coordinate of its one "
+        "release (0.6: epsilon 9.4 per writer, untrusted server, delta 1e-5)",
+    )
+    merf_generator_steps: int = option(
+        1000, "training", "dp-merf: server steps training G on the released embedding"
+    )
+    merf_lr: float = option(1e-3, "training", "dp-merf: Adam learning rate of G")
+    merf_batch_size: int = option(
+        200, "training", "dp-merf: generated images per step of G's training"
+    )
 
     @classmethod
     def from_user_config(cls, *layers: Mapping[str, Any]) -> RunConfig:
@@ -447,6 +479,8 @@ class RunConfig:
         self._refuse_other_strategies_options()
         if self.strategy == "gswgan":
             self.gswgan()  # its own checks (diversity-weight >= 0, z-dim > 0, ...)
+        if self.strategy == "dp-merf":
+            self.dp_merf()  # its own checks (an even D, sigma > 0, ...)
         if self.sampling_seed < -1:
             raise ValueError(
                 f"sampling-seed must be -1 (secret) or a seed >= 0, got {self.sampling_seed}"
@@ -642,6 +676,22 @@ class RunConfig:
             noise_multiplier=self.fedavg_noise_multiplier,
             generator_width=self.generator_width,
             critic_width=self.critic_width,
+        )
+
+    def dp_merf(self) -> MerfConfig:
+        """DP-MERF's settings (imported here: the module needs torch, the run config does not)."""
+        from fedgs.training.dp_merf import MerfConfig
+
+        return MerfConfig(
+            features=self.merf_features,
+            bandwidth=self.merf_bandwidth,
+            clip_norm=self.merf_clip_norm,
+            noise_multiplier=self.merf_noise_multiplier,
+            generator_steps=self.merf_generator_steps,
+            lr=self.merf_lr,
+            batch_size=self.merf_batch_size,
+            generator_width=self.generator_width,
+            ema_decay=self.ema_decay,
         )
 
     def gswgan(self) -> GSWGANConfig:

@@ -22,6 +22,8 @@ from fedgs.privacy.report import VERSION, block_key, headline, privacy_report, r
 from fedgs.training.run_dir import RunDirectory, _privacy_lines
 
 V1 = Path(__file__).parent / "privacy_v1"
+# the strategies that wrote version-1 files (dp-merf came after version 2)
+OLD_STRATEGIES = tuple(s for s in STRATEGIES if (V1 / f"{s}.json").exists())
 sys.path.insert(0, str(Path(__file__).parent))
 from test_privacy_json_stable import EXPECTED, _accounted_numbers  # noqa: E402
 
@@ -37,7 +39,7 @@ def _old_run(root: Path, strategy: str) -> RunFiles:
     return RunFiles.open(root)
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", OLD_STRATEGIES)
 def test_version_1_files_read_as_version_2_with_the_same_numbers(strategy: str) -> None:
     old = _v1(strategy)
     assert "version" not in old  # what main wrote before the version field
@@ -50,7 +52,7 @@ def test_version_1_files_read_as_version_2_with_the_same_numbers(strategy: str) 
     assert block["epsilon"] is not None
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", OLD_STRATEGIES)
 def test_fedgs_report_figures_of_an_old_run(strategy: str, tmp_path: Path) -> None:
     run = _old_run(tmp_path, strategy)
     figures = {f.threat_model: f for f in run_figures(run)}
@@ -63,7 +65,7 @@ def test_fedgs_report_figures_of_an_old_run(strategy: str, tmp_path: Path) -> No
         assert figures[amplified].label == VOID
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", OLD_STRATEGIES)
 def test_summary_and_digest_of_an_old_file(strategy: str) -> None:
     privacy = read_privacy(_v1(strategy))
     lines = "\n".join(_privacy_lines(privacy))
@@ -90,7 +92,7 @@ def test_a_newer_version_is_refused_with_the_versions_this_fedgs_reads(tmp_path:
         _ = RunFiles.open(tmp_path).privacy
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", OLD_STRATEGIES)
 def test_the_writer_gives_version_2_with_the_old_blocks_unchanged(strategy: str) -> None:
     """Re-writing an old file's parts through the one writer changes only version and tag."""
     old = _v1(strategy)
