@@ -30,7 +30,7 @@ from flwr.serverapp import Grid
 from fedgs.comm import message_bytes
 from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.accountants import get_accountant
-from fedgs.privacy.distributed_accounting import distributed_epsilon, sensitivities
+from fedgs.privacy.distributed_accounting import distributed_epsilon, local_share_event
 from fedgs.privacy.distributed_noise import Calibration, DistributedNoiseParams, decode
 from fedgs.privacy.threat_models import (
     NEIGHBOURING,
@@ -255,8 +255,7 @@ def secure_summary(
     # the most-charged client's steps, every unattributed one counted for it (as the maximum)
     steps = max(ledger.counts().values(), default=0) + ledger.unattributed_count()
     ddg = distributed_epsilon(noise, steps, config.delta, relation)
-    l2, _ = sensitivities(noise, relation)
-    local = dp_event.GaussianDpEvent(noise.client_sigma / l2)
+    local = local_share_event(noise, relation)
     local_epsilon = (
         acct.epsilon(dp_event.SelfComposedDpEvent(local, steps), config.delta) if steps else 0.0
     )

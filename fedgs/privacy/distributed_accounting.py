@@ -169,3 +169,10 @@ def step_event(params: DistributedNoiseParams, relation: str) -> dp_event.Gaussi
     n, d = params.noisy_clients, params.padded_dimension
     s2 = l2 / (math.sqrt(n) * params.client_sigma)
     return dp_event.GaussianDpEvent(1.0 / (s2 + sum_tau(params.client_sigma, n) * math.sqrt(d)))
+
+
+def local_share_event(params: DistributedNoiseParams, relation: str) -> dp_event.GaussianDpEvent:
+    """What one client's own noise share guarantees if the secure-aggregation assumption fails
+    (the server sees its vector alone): a Gaussian of std ``client_sigma`` at its sensitivity."""
+    l2, _ = sensitivities(params, relation)
+    return dp_event.GaussianDpEvent(params.client_sigma / l2)

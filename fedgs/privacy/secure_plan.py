@@ -24,7 +24,11 @@ from fedgs.algorithms import ALGORITHMS
 from fedgs.privacy.accountants import get_accountant
 from fedgs.privacy.calibration import DEFAULT_TOLERANCE
 from fedgs.privacy.client_ledger import signature_epsilon
-from fedgs.privacy.distributed_accounting import distributed_epsilon, sensitivities, step_event
+from fedgs.privacy.distributed_accounting import (
+    distributed_epsilon,
+    local_share_event,
+    step_event,
+)
 from fedgs.privacy.distributed_noise import Calibration
 from fedgs.run_config import RunConfig, SecAggSettings
 
@@ -114,8 +118,7 @@ class SecureStep:
         """The three figures a secure run reports for a client of ``queries`` steps, under the
         run's metrics column names, and the local-noise-only event's multiplier."""
         params, delta = self.calibration.params, self.config.delta
-        l2, _ = sensitivities(params, self.relation)
-        local = dp_event.GaussianDpEvent(params.client_sigma / l2)
+        local = local_share_event(params, self.relation)
         acct = get_accountant(self.config.accountant)
         composed = dp_event.SelfComposedDpEvent(local, queries)
         return {
