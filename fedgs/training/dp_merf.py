@@ -197,6 +197,7 @@ def refit(run_dir: Path, out_dir: Path, changes: Mapping[str, Any], seed: int = 
     out = RunDirectory(out_dir)
     trainer.save_generator(out)
     config |= {f"merf-{k.replace('_', '-')}": v for k, v in changes.items()}
+    config |= {"merf-features": spec.features, "merf-bandwidth": spec.bandwidth}
     config["run-dir"] = str(out_dir)
     out.write_json(out.config_json, config)
     shutil.copyfile(run_dir / "privacy.json", out.privacy_json)
