@@ -23,6 +23,8 @@ from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accoun
 from fedgs.privacy.events import compose_counts, event_from_json, event_to_json
 from fedgs.privacy.json_record import JsonRecord
 
+OUTCOMES = ("answered", "dropped", "no-reply")  # what became of a sent (paid) query
+
 Signature = tuple[tuple[dp_event.DpEvent, int], ...]
 
 
@@ -156,6 +158,20 @@ class ClientLedger(JsonRecord):
     ) -> bool:
         """Whether one more ``event`` charged to the client would take it past the budget."""
         return self.epsilon(client_id, delta, accountant, extra=event) > budget_epsilon
+
+    def queries_block(self, outcomes: Counter[str]) -> dict[str, Any]:
+        """The run's queries as every per-query ledger reports them: who was asked and how often,
+        counted when sent, and what became of them (``outcomes``: counts per ``OUTCOMES``)."""
+        counts = sorted(self.counts().values())
+        return {
+            "clients_queried": len(counts),
+            "total": sum(counts),
+            **spread(counts),
+            "counted_when": "sent (paid whether or not a reply came back)",
+            "unattributed": self.unattributed_count(),
+            "unattributed_nodes": self.unattributed_nodes(),
+            "outcomes": {outcome: outcomes[outcome] for outcome in OUTCOMES},
+        }
 
     def charges_to_dict(self) -> dict[str, Any]:
         """The charges as plain data (JSON-safe; floats round-trip exactly)."""

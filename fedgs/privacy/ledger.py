@@ -23,7 +23,7 @@ from fedgs.privacy.accountants import (
     UnsupportedEventError,
     get_accountant,
 )
-from fedgs.privacy.client_ledger import ClientLedger, checked_version, counter, rows, spread
+from fedgs.privacy.client_ledger import ClientLedger, checked_version, counter, rows
 from fedgs.privacy.events import compose_counts, gswgan_query_event, trusted_sampler_event
 from fedgs.privacy.threat_models import (
     NEIGHBOURING,
@@ -35,7 +35,6 @@ from fedgs.privacy.threat_models import (
 
 _FORMAT_VERSION = 3
 _READABLE_VERSIONS = (1, 2, 3)
-OUTCOMES = ("answered", "dropped", "no-reply")  # what became of a sent (paid) query
 
 # The valid trusted-sampler bounds: clients add a discrete Gaussian, whose RDP is the continuous
 # Gaussian's but whose PLD is not shown to be bounded by it, and dp-accounting's PLD has no
@@ -163,7 +162,6 @@ class PrivacyLedger(ClientLedger):
         block computed earlier (a run recomputes it at checkpoints only), else computed now."""
         acct = get_accountant(accountant)
         epsilon, worst = self.epsilon_untrusted_max(delta, acct)
-        counts = sorted(self.counts().values())
         if trusted is None:
             trusted = self.trusted_sampler_summary(delta, acct, epsilon)
         return {
@@ -180,15 +178,7 @@ class PrivacyLedger(ClientLedger):
                 "client_id": worst,
             },
             "trusted_sampler": trusted,
-            "queries": {
-                "clients_queried": len(counts),
-                "total": sum(counts),
-                **spread(counts),
-                "counted_when": "sent (paid whether or not a reply came back)",
-                "unattributed": self.unattributed_count(),
-                "unattributed_nodes": self.unattributed_nodes(),
-                "outcomes": {outcome: self._outcomes[outcome] for outcome in OUTCOMES},
-            },
+            "queries": self.queries_block(self._outcomes),
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
-from fedgs.privacy.client_ledger import ClientLedger, checked_version, spread
+from fedgs.privacy.client_ledger import ClientLedger, checked_version
 from fedgs.privacy.threat_models import (
     NEIGHBOURING,
     REPLACE_ONE,
@@ -25,7 +25,6 @@ from fedgs.privacy.threat_models import (
 )
 
 _FORMAT_VERSION = 1
-OUTCOMES = ("answered", "dropped", "no-reply")  # what became of a sent (paid) query
 
 
 class ReleaseLedger(ClientLedger):
@@ -45,7 +44,6 @@ class ReleaseLedger(ClientLedger):
         """The untrusted-server epsilon with its accountant and relation, and the counts."""
         acct = get_accountant(accountant)
         epsilon, worst = self.epsilon_max(delta, acct)
-        counts = sorted(self.counts().values())
         return {
             "delta": delta,
             "accountant": acct.name,
@@ -66,15 +64,7 @@ class ReleaseLedger(ClientLedger):
                 "epsilon": None,
                 "note": "no amplification claimed: every writer is asked once, in the open",
             },
-            "queries": {
-                "clients_queried": len(counts),
-                "total": sum(counts),
-                **spread(counts),
-                "counted_when": "sent (paid whether or not a reply came back)",
-                "unattributed": self.unattributed_count(),
-                "unattributed_nodes": self.unattributed_nodes(),
-                "outcomes": {outcome: self._outcomes[outcome] for outcome in OUTCOMES},
-            },
+            "queries": self.queries_block(self._outcomes),
         }
 
     def to_dict(self) -> dict[str, Any]:
