@@ -24,12 +24,13 @@ from flwr.app import Context, Message
 from flwr.serverapp import Grid, ServerApp
 
 from fedgs.deploy.doorbell import RUN_BELL_ENV, Doorbell, run_bell
-from fedgs.deploy.flower_waits import shorten_object_pulls
+from fedgs.deploy.flower_waits import bound_object_pulls, shorten_object_pulls
 
 POLL_INTERVAL = 0.05
 BELL_FALLBACK = 0.25  # s between checks when the SuperLink rings for replies
 QUIET_SHARE = 0.8  # of the shortest recent round trip, before the first check for replies
 RECENT_ROUND_TRIPS = 5
+MIN_OBJECT_PULL = 1.0  # s a reply's objects may take to arrive, even past the deadline
 
 
 class PromptGrid(Grid):
@@ -77,7 +78,7 @@ class PromptGrid(Grid):
         time.sleep(max(0.0, min(started + quiet, deadline) - time.monotonic()))
         replies: list[Message] = []
         while waiting:
-            received = list(self.pull_messages(waiting))
+            received = self._pull_within(waiting, deadline)
             replies += received
             waiting -= {m.metadata.reply_to_message_id for m in received}
             if not waiting or time.monotonic() >= deadline:
@@ -89,6 +90,17 @@ class PromptGrid(Grid):
         if not waiting:
             self._round_trips.append(time.monotonic() - started)
         return replies
+
+    def _pull_within(self, waiting: set[str], deadline: float) -> list[Message]:
+        """The replies ready now; a reply whose objects never come (its node died while
+        uploading them) ends as Flower's error reply by the deadline, not 180 s later."""
+        if not math.isfinite(deadline):
+            return list(self.pull_messages(waiting))
+        previous = bound_object_pulls(max(MIN_OBJECT_PULL, deadline - time.monotonic()))
+        try:
+            return list(self.pull_messages(waiting))
+        finally:
+            bound_object_pulls(previous)
 
 
 server_app = ServerApp()

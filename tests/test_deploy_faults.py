@@ -144,8 +144,9 @@ def test_a_killed_node_leaves_the_steps_when_every_node_was_asked(
     per step requested, 2 nodes available". Now the SuperLink drops the dead node within
     seconds (2 heartbeats of 10 s), the steps ask the two left and the summary says so."""
     run_dir = tmp_path / "run"
-    # the SuperLink usually answers for the dead node within ~20 s, but a query stored just
-    # before it went offline can wait on (183 s once in CI): reply-timeout is the bound
+    # the SuperLink usually answers for the dead node within ~20 s; a reply whose objects the
+    # node never finished uploading ends as an error reply at reply-timeout (it once took 184 s,
+    # the SuperLink's upload-session expiry, before the grid bounded its object pulls)
     flwr_run = _submit(
         deployment, run_dir, steps=10, **{"clients-per-step": 3, "reply-timeout": 60.0}
     )

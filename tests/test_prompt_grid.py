@@ -11,9 +11,11 @@ from collections.abc import Iterable
 from types import SimpleNamespace
 
 import pytest
+from flwr.supercore.inflatable import inflatable_utils
+from flwr.supercore.inflatable.inflatable_utils import ObjectPullError, ObjectUnavailableError
 
 from fedgs.deploy import doorbell
-from fedgs.server.deploy_app import BELL_FALLBACK, PromptGrid
+from fedgs.server.deploy_app import BELL_FALLBACK, MIN_OBJECT_PULL, PromptGrid
 
 
 class _SlowNodes:
@@ -80,3 +82,42 @@ def test_with_a_bell_the_grid_checks_when_it_rings() -> None:
         assert time.monotonic() - started < 20  # the ring, not the timeout, ended the wait
     finally:
         bell.close()
+
+
+GIVE_UP = 30.0  # s
+
+
+class _DeadUploader(_SlowNodes):
+    """A node that died after its reply message reached the SuperLink but before the message's
+    objects did: pulling the reply means Flower's ``pull_objects`` retrying an object that never
+    becomes available (the real function, only the object fetch is fake)."""
+
+    def pull_messages(self, message_ids: Iterable[str]) -> list[object]:
+        self.checks += 1
+
+        began = time.monotonic()
+
+        def unavailable(object_id: str) -> bytes:
+            if time.monotonic() - began > GIVE_UP:  # unbounded: fail the test, do not hang it
+                raise RuntimeError(f"still pulling {object_id} after {GIVE_UP} s")
+            raise ObjectUnavailableError(object_id)
+
+        try:
+            inflatable_utils.pull_objects(object_ids=["reply-content"], pull_object_fn=unavailable)
+        except ObjectPullError:  # Flower's grid turns this into an error reply
+            return [
+                SimpleNamespace(metadata=SimpleNamespace(reply_to_message_id=i))
+                for i in message_ids
+            ]
+        return []
+
+
+def test_a_reply_whose_objects_never_come_ends_by_the_timeout() -> None:
+    """On Flower's own bound (7,200 s; the SuperLink drops the upload after 180 s) such a pull
+    outlived the run's reply timeout: a deployed step once waited 184 s at a 60 s timeout."""
+    before = inflatable_utils.pull_objects.__kwdefaults__["max_time"]
+    grid = PromptGrid(_DeadUploader(delay=0))  # type: ignore[arg-type]
+    started = time.monotonic()
+    assert len(list(grid.send_and_receive([object()], timeout=1.5))) == 1  # the error reply
+    assert time.monotonic() - started < 1.5 + MIN_OBJECT_PULL + 10  # Flower's backoff cap: 10 s
+    assert inflatable_utils.pull_objects.__kwdefaults__["max_time"] == before  # put back

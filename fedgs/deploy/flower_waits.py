@@ -124,3 +124,22 @@ def shorten_object_pulls(*pulls: object) -> None:
         require("initial_backoff" in defaults, f"{name} has a keyword initial_backoff")
     for pull in pulls:
         pull.__kwdefaults__["initial_backoff"] = PULL_INITIAL_BACKOFF  # type: ignore[attr-defined]
+
+
+def bound_object_pulls(seconds: float, pull: object = None) -> float:
+    """Make Flower's ``pull_objects`` give up on an unavailable object after ``seconds``
+    (Flower: ``PULL_MAX_TIME`` = 7,200 s). Why: a node killed after its reply message reached
+    the SuperLink but before the message's objects did leaves the ServerApp's pull retrying
+    until the SuperLink's object-push session expires (180 s), past the run's reply timeout; a
+    pull bounded by the time left turns that reply into Flower's "objects unavailable" error
+    reply within the timeout. ``pull``: the function to bound (tests); default Flower's.
+    Returns the bound it replaced, for the caller to put back."""
+    if pull is None:
+        from flwr.supercore.inflatable import inflatable_utils
+
+        pull = inflatable_utils.pull_objects
+    defaults = getattr(pull, "__kwdefaults__", None) or {}
+    require("max_time" in defaults, "pull_objects has a keyword max_time")
+    previous = defaults["max_time"]
+    pull.__kwdefaults__["max_time"] = seconds  # type: ignore[attr-defined]
+    return previous
