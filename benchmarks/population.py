@@ -28,13 +28,16 @@ def simulate_command(a: argparse.Namespace) -> list[str]:
         "--steps", str(a.steps), "--critic-steps", str(a.ndis), "--eval-every", "0",
         "--checkpoint-every", str(max(a.steps // 4, 1)), "--ray-cpus", str(a.cpus),
         "--out", str(a.out),
-    ] + (["--data-dir", a.data_dir] if a.data_dir else [])  # fmt: skip
+    ] + (["--data-dir", a.data_dir] if a.data_dir else []) + (
+        ["--labels", a.labels] if a.labels else []
+    )  # fmt: skip
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dataset", default="mnist")
     p.add_argument("--data-dir", default="../shared/data/mnist")
+    p.add_argument("--labels", default=None, help="femnist: digits (default), merged36, all62")
     p.add_argument("--clients", type=int, default=3400)
     p.add_argument("--warm-start-steps", type=int, default=3)
     p.add_argument("--steps", type=int, default=200)
