@@ -22,6 +22,12 @@ from dp_accounting import dp_event
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
 from fedgs.privacy.events import compose_counts, event_from_json, event_to_json
 from fedgs.privacy.json_record import JsonRecord
+from fedgs.privacy.threat_models import (
+    NEIGHBOURING,
+    REPLACE_ONE,
+    THREAT_MODELS,
+    UNTRUSTED_SERVER,
+)
 
 OUTCOMES = ("answered", "dropped", "no-reply")  # what became of a sent (paid) query
 
@@ -207,3 +213,24 @@ def spread(counts: list[int]) -> dict[str, float]:
     if not counts:
         return {"min": 0, "median": 0, "max": 0}
     return {"min": counts[0], "median": statistics.median(counts), "max": counts[-1]}
+
+
+def untrusted_server_head(
+    delta: float, accountant: str, epsilon: float, worst: str | None
+) -> dict[str, Any]:
+    """The opening of a per-client ledger's report: delta, accountant, the replace-one
+    relation and the untrusted-server epsilon (the most-charged client's)."""
+    return {
+        "delta": delta,
+        "accountant": accountant,
+        "neighbouring": REPLACE_ONE,
+        "neighbouring_relation": NEIGHBOURING[REPLACE_ONE],
+        "untrusted_server": {
+            "threat_model": UNTRUSTED_SERVER,
+            "assumption": THREAT_MODELS[UNTRUSTED_SERVER],
+            "accountant": accountant,
+            "neighbouring": REPLACE_ONE,
+            "epsilon": epsilon,
+            "client_id": worst,
+        },
+    }

@@ -23,14 +23,18 @@ from fedgs.privacy.accountants import (
     UnsupportedEventError,
     get_accountant,
 )
-from fedgs.privacy.client_ledger import ClientLedger, checked_version, counter, rows
+from fedgs.privacy.client_ledger import (
+    ClientLedger,
+    checked_version,
+    counter,
+    rows,
+    untrusted_server_head,
+)
 from fedgs.privacy.events import compose_counts, gswgan_query_event, trusted_sampler_event
 from fedgs.privacy.threat_models import (
-    NEIGHBOURING,
     REPLACE_ONE,
     THREAT_MODELS,
     TRUSTED_SAMPLER,
-    UNTRUSTED_SERVER,
 )
 
 _FORMAT_VERSION = 3
@@ -164,19 +168,7 @@ class PrivacyLedger(ClientLedger):
         epsilon, worst = self.epsilon_untrusted_max(delta, acct)
         if trusted is None:
             trusted = self.trusted_sampler_summary(delta, acct, epsilon)
-        return {
-            "delta": delta,
-            "accountant": acct.name,
-            "neighbouring": REPLACE_ONE,
-            "neighbouring_relation": NEIGHBOURING[REPLACE_ONE],
-            "untrusted_server": {
-                "threat_model": UNTRUSTED_SERVER,
-                "assumption": THREAT_MODELS[UNTRUSTED_SERVER],
-                "accountant": acct.name,
-                "neighbouring": REPLACE_ONE,
-                "epsilon": epsilon,
-                "client_id": worst,
-            },
+        return untrusted_server_head(delta, acct.name, epsilon, worst) | {
             "trusted_sampler": trusted,
             "queries": self.queries_block(self._outcomes),
         }

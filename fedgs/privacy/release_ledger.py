@@ -15,13 +15,10 @@ from collections import Counter
 from typing import Any
 
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
-from fedgs.privacy.client_ledger import ClientLedger, checked_version
+from fedgs.privacy.client_ledger import ClientLedger, checked_version, untrusted_server_head
 from fedgs.privacy.threat_models import (
-    NEIGHBOURING,
     REPLACE_ONE,
-    THREAT_MODELS,
     TRUSTED_SAMPLER,
-    UNTRUSTED_SERVER,
 )
 
 _FORMAT_VERSION = 1
@@ -44,19 +41,7 @@ class ReleaseLedger(ClientLedger):
         """The untrusted-server epsilon with its accountant and relation, and the counts."""
         acct = get_accountant(accountant)
         epsilon, worst = self.epsilon_max(delta, acct)
-        return {
-            "delta": delta,
-            "accountant": acct.name,
-            "neighbouring": REPLACE_ONE,
-            "neighbouring_relation": NEIGHBOURING[REPLACE_ONE],
-            "untrusted_server": {
-                "threat_model": UNTRUSTED_SERVER,
-                "assumption": THREAT_MODELS[UNTRUSTED_SERVER],
-                "accountant": acct.name,
-                "neighbouring": REPLACE_ONE,
-                "epsilon": epsilon,
-                "client_id": worst,
-            },
+        return untrusted_server_head(delta, acct.name, epsilon, worst) | {
             "trusted_sampler": {
                 "threat_model": TRUSTED_SAMPLER,
                 "accountant": acct.name,
