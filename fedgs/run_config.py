@@ -112,6 +112,17 @@ class SecAggSettings:
     degree: int  # neighbours per client asked for (a smaller cohort may have fewer)
     bits: int
 
+    def report(self) -> dict[str, int]:
+        """The settings as privacy.json and the planner state them, with the colluders the
+        threshold tolerates (t - 1)."""
+        return {
+            "min_survivors": self.min_survivors,
+            "threshold": self.threshold,
+            "colluders": self.threshold - 1,
+            "degree": self.degree,
+            "bits": self.bits,
+        }
+
 
 def option(default: Any, group: str, help: str) -> Any:
     """A run-config field: its default, its group (a key of GROUPS) and its help."""

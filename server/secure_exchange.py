@@ -303,12 +303,7 @@ def secure_columns(summary: dict[str, Any]) -> dict[str, float]:
 def secagg_details(config: RunConfig, calibration: Calibration) -> dict[str, Any]:
     """The SecAgg+ settings and the calibrated noise of a secure run, for privacy.json."""
     settings = config.secagg_settings()
-    return {
-        "min_survivors": settings.min_survivors,
-        "threshold": settings.threshold,
-        "colluders": settings.threshold - 1,
-        "degree": settings.degree,
-        "bits": settings.bits,
+    return settings.report() | {
         "noise": asdict(calibration.params) | {"client_sigma": calibration.params.client_sigma},
         "max_clients": calibration.max_clients,
         "wrap_probability": calibration.wrap_probability,

@@ -613,12 +613,7 @@ def _secure_row(args: argparse.Namespace, run: Any, cohort: int) -> dict[str, An
 def _secagg_block(step: Any) -> dict[str, Any]:
     """The SecAgg+ settings and the calibrated noise a cohort's step runs with."""
     settings, params = step.settings, step.calibration.params
-    return {
-        "min_survivors": settings.min_survivors,
-        "threshold": settings.threshold,
-        "colluders": settings.threshold - 1,
-        "degree": settings.degree,
-        "bits": settings.bits,
+    return settings.report() | {
         "honest_survivors": step.honest_survivors,
         "central_std": params.sigma,
         "survivor_std": step.survivor_std,
