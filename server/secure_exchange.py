@@ -28,8 +28,8 @@ from flwr.app import Message, RecordDict
 from flwr.serverapp import Grid
 
 from fedgs.comm import message_bytes
-from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.accountants import get_accountant
+from fedgs.privacy.client_ledger import ClientLedger
 from fedgs.privacy.distributed_accounting import distributed_epsilon, local_share_event
 from fedgs.privacy.distributed_noise import Calibration, DistributedNoiseParams, decode
 from fedgs.privacy.threat_models import (
@@ -243,7 +243,7 @@ LOCAL_NOISE_ONLY = (
 
 
 def secure_summary(
-    ledger: PrivacyLedger, noise: DistributedNoiseParams, relation: str, config: RunConfig
+    ledger: ClientLedger, noise: DistributedNoiseParams, relation: str, config: RunConfig
 ) -> dict[str, Any]:
     """A secure run's three figures, each with its threat model, accountant, delta and
     neighbouring relation: the ledger's RDP accountant over each client's secure-step events
@@ -288,7 +288,7 @@ def secure_summary(
             "local_noise_only": True,
             "client_noise_multiplier": local.noise_multiplier,
         },
-        "queries": ledger.summary(config.delta, acct, trusted={})["queries"],
+        "queries": ledger.queries_block(),
     }
 
 

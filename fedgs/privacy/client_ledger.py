@@ -67,6 +67,11 @@ class ClientLedger(JsonRecord):
     def __init__(self) -> None:
         self._charges: dict[str, Counter[dp_event.DpEvent]] = {}
         self._unattributed: dict[str, Counter[dp_event.DpEvent]] = {}  # node label -> charges
+        self.outcomes: Counter[str] = Counter()  # what became of the sent queries (OUTCOMES)
+
+    def record_outcomes(self, answered: int, dropped: int, no_reply: int) -> None:
+        """What became of one step's sent (already paid) queries."""
+        self.outcomes.update({"answered": answered, "dropped": dropped, "no-reply": no_reply})
 
     def record(self, client_id: str, event: dp_event.DpEvent) -> None:
         """One charge of ``event`` to ``client_id``."""
@@ -165,9 +170,10 @@ class ClientLedger(JsonRecord):
         """Whether one more ``event`` charged to the client would take it past the budget."""
         return self.epsilon(client_id, delta, accountant, extra=event) > budget_epsilon
 
-    def queries_block(self, outcomes: Counter[str]) -> dict[str, Any]:
+    def queries_block(self) -> dict[str, Any]:
         """The run's queries as every per-query ledger reports them: who was asked and how often,
-        counted when sent, and what became of them (``outcomes``: counts per ``OUTCOMES``)."""
+        counted when sent, and what became of them (counts per ``OUTCOMES``)."""
+        outcomes = self.outcomes
         counts = sorted(self.counts().values())
         return {
             "clients_queried": len(counts),

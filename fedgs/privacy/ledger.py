@@ -92,15 +92,10 @@ class PrivacyLedger(ClientLedger):
     def __init__(self) -> None:
         super().__init__()
         self._steps: Counter[dp_event.DpEvent] = Counter()  # one step's subsampled event -> n
-        self._outcomes: Counter[str] = Counter()
 
     def record_query(self, client_id: str, noise_multiplier: float, batch_size: int) -> None:
         """One query paid by ``client_id`` (B sanitized rows at multiplier sigma)."""
         self.record(client_id, gswgan_query_event(noise_multiplier, batch_size))
-
-    def record_outcomes(self, answered: int, dropped: int, no_reply: int) -> None:
-        """What became of one step's sent queries (all of them were already paid)."""
-        self._outcomes.update({"answered": answered, "dropped": dropped, "no-reply": no_reply})
 
     def record_step(
         self, clients_sampled: int, population: int, noise_multiplier: float, batch_size: int
@@ -170,7 +165,7 @@ class PrivacyLedger(ClientLedger):
             trusted = self.trusted_sampler_summary(delta, acct, epsilon)
         return untrusted_server_head(delta, acct.name, epsilon, worst) | {
             "trusted_sampler": trusted,
-            "queries": self.queries_block(self._outcomes),
+            "queries": self.queries_block(),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -179,14 +174,14 @@ class PrivacyLedger(ClientLedger):
             "version": _FORMAT_VERSION,
             **self.charges_to_dict(),
             "steps": rows(self._steps),
-            "outcomes": dict(sorted(self._outcomes.items())),
+            "outcomes": dict(sorted(self.outcomes.items())),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PrivacyLedger:
         version = checked_version(data, _READABLE_VERSIONS, "ledger format")
         ledger = cls()
-        ledger._outcomes.update({k: int(v) for k, v in data.get("outcomes", {}).items()})
+        ledger.outcomes.update({k: int(v) for k, v in data.get("outcomes", {}).items()})
         if version == _FORMAT_VERSION:
             ledger.load_charges(data)
             ledger._steps = counter(data["steps"])

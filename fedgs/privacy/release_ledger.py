@@ -11,7 +11,6 @@ so the run's printed summary reads it unchanged.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from fedgs.privacy.accountants import DEFAULT_ACCOUNTANT, Accountant, get_accountant
@@ -27,14 +26,6 @@ _FORMAT_VERSION = 1
 class ReleaseLedger(ClientLedger):
     """Releases per writer, their outcomes, and the untrusted-server epsilon."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._outcomes: Counter[str] = Counter()
-
-    def record_outcomes(self, answered: int, dropped: int, no_reply: int) -> None:
-        """What became of one round's sent (already paid) queries."""
-        self._outcomes.update({"answered": answered, "dropped": dropped, "no-reply": no_reply})
-
     def summary(
         self, delta: float, accountant: Accountant | str = DEFAULT_ACCOUNTANT
     ) -> dict[str, Any]:
@@ -49,14 +40,14 @@ class ReleaseLedger(ClientLedger):
                 "epsilon": None,
                 "note": "no amplification claimed: every writer is asked once, in the open",
             },
-            "queries": self.queries_block(self._outcomes),
+            "queries": self.queries_block(),
         }
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": _FORMAT_VERSION,
             **self.charges_to_dict(),
-            "outcomes": dict(sorted(self._outcomes.items())),
+            "outcomes": dict(sorted(self.outcomes.items())),
         }
 
     @classmethod
@@ -64,5 +55,5 @@ class ReleaseLedger(ClientLedger):
         checked_version(data, (_FORMAT_VERSION,), "release ledger")
         ledger = cls()
         ledger.load_charges(data)
-        ledger._outcomes.update({k: int(v) for k, v in data.get("outcomes", {}).items()})
+        ledger.outcomes.update({k: int(v) for k, v in data.get("outcomes", {}).items()})
         return ledger
