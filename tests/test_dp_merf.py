@@ -4,6 +4,7 @@ client's one answer behind the gate, and the server's one query per writer."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from fedgs.privacy import discrete_noise
 from fedgs.privacy.accountants import get_accountant
 from fedgs.privacy.events import mean_embedding_event
 from fedgs.privacy.mean_embedding import ReleasedEmbedding, clip, release, writer_embedding
-from fedgs.privacy.policy import NodePolicy
+from fedgs.privacy.policy import NodePolicy, PolicyViolation
 from fedgs.privacy.random_features import (
     LABEL_COORDINATE,
     FeatureSpec,
@@ -28,7 +29,7 @@ from fedgs.privacy.random_features import (
     mean_embedding,
 )
 from fedgs.privacy.release_ledger import ReleaseLedger
-from fedgs.protocols import common, dp_merf
+from fedgs.protocols import common, dp_merf, secagg
 from fedgs.protocols.common import ProtocolError
 from fedgs.run_config import RunConfig
 from fedgs.server.dp_merf_strategy import DpMerfStrategy
@@ -209,11 +210,15 @@ def test_a_release_past_the_writer_budget_is_refused(config: RunConfig) -> None:
 
 def test_the_deployment_default_budget_holds_for_dp_merf_nodes(config: RunConfig) -> None:
     policy = NodePolicy.deployment_default("dp-merf")
-    assert policy.epsilon_budget == 10.0 and gate.allowed_message_types(policy) == (dp_merf.QUERY,)
+    allowed = gate.allowed_message_types(policy)
+    assert policy.epsilon_budget == 10.0 and allowed == (dp_merf.QUERY, secagg.SECAGG)
     loud = config.with_updates(merf_noise_multiplier=0.4)  # epsilon 15.1 per release
     content = dp_merf.encode_query(SPEC, 1)
-    with pytest.raises(RequestRefused, match="budget of 10"):
+    # the default floor (sigma 1) refuses it first; a node that lowers it keeps the budget
+    with pytest.raises(PolicyViolation, match="merf-noise-multiplier 0.4 is below"):
         gate.serve(dp_merf.QUERY, content, loud, policy, 2)
+    with pytest.raises(RequestRefused, match="budget of 10"):
+        gate.serve(dp_merf.QUERY, content, loud, replace(policy, min_noise_multiplier=0.1), 2)
 
 
 # --- the server: every writer once, charged when sent

@@ -38,10 +38,10 @@ from tqdm import tqdm
 from fedgs.data.errors import DataError
 from fedgs.data.federated import PIXELS, ClientArrays
 from fedgs.data.files import read_bytes
-from fedgs.data.names import LABEL_MODES
+from fedgs.data.names import LABEL_CLASSES, LABEL_MODES
 
 SPLITS = ("train", "test")
-NUM_CLASSES = {"digits": 10, "merged36": 36, "all62": 62}
+NUM_CLASSES = LABEL_CLASSES
 NUM_LEAF_LABELS = 62
 
 UserData = tuple[np.ndarray, np.ndarray]  # (n, 784) uint8 MNIST-polarity pixels, (n,) int64

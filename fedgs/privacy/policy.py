@@ -7,7 +7,7 @@ recorded. In a deployment the policy comes from the node config (``flower-supern
 defaults below for absent keys; in a simulation the runner passes the user's own settings as the
 policy (:meth:`NodePolicy.from_run_config`). Flower-free: the client's gate applies it.
 
-A GS-WGAN or Fed-Avg GAN node may also answer through secure aggregation
+A GS-WGAN, Fed-Avg GAN or DP-MERF node may also answer through secure aggregation
 (``fedgs.client.secure_node``): the server then sees only the cohort's sum, noised by the
 clients' shares of a distributed discrete Gaussian. The policy fixes the fewest survivors and
 the smallest threshold it trusts that sum to (``min_cohort``, ``min_threshold``), and
@@ -36,8 +36,11 @@ PREFIX = "policy-"
 # single query, so such a run is refused from its first query, with this budget in the reason.
 DEFAULT_MIN_NOISE_MULTIPLIER = 1.0
 DEFAULT_MAX_BATCH_SIZE = 64
-DEFAULT_EPSILON_BUDGET = 10.0  # untrusted server, per client; gswgan only
-DEFAULT_CLIP_NORM = {"fedavg-gan": RunConfig.fedavg_clip_norm}  # others: RunConfig.clip_norm
+DEFAULT_EPSILON_BUDGET = 10.0  # untrusted server, per client; strategies noised on the client
+DEFAULT_CLIP_NORM = {  # others: RunConfig.clip_norm
+    "fedavg-gan": RunConfig.fedavg_clip_norm,
+    "dp-merf": RunConfig.merf_clip_norm,
+}
 # SecAgg+'s own floors: a secret shared with fewer than 2 holders is no secret
 MIN_SECAGG_COHORT = MIN_SECAGG_THRESHOLD = 2
 
@@ -50,12 +53,14 @@ class PolicyViolation(ValueError):
 class NodePolicy:
     """The public privacy settings of one node (one data holder).
 
-    ``min_noise_multiplier`` binds GS-WGAN's sigma, and Fed-Avg GAN's z under secure
-    aggregation (the sum's noise is then the clients' own); ``epsilon_budget`` binds GS-WGAN
-    only (the other strategies' clients keep no ledger); ``clip_norm`` is the per-row bound C
-    (GS-WGAN) or the delta bound S (Fed-Avg GAN); ``epsilon_budget`` 0 means the node set no
-    budget. ``secagg_only``, ``min_cohort`` (the fewest survivors, m_min) and ``min_threshold``
-    (SecAgg+'s t) bind secure aggregation, which GS-WGAN and Fed-Avg GAN nodes serve.
+    ``min_noise_multiplier`` binds the noise key of a strategy noised on the client (GS-WGAN's
+    sigma, DP-MERF's merf-noise-multiplier), and Fed-Avg GAN's z under secure aggregation (the
+    sum's noise is then the clients' own); ``epsilon_budget`` binds the strategies whose clients
+    keep a ledger (GS-WGAN, DP-MERF); ``clip_norm`` is the per-row bound C (GS-WGAN), the delta
+    bound S (Fed-Avg GAN) or the release's bound (DP-MERF); ``epsilon_budget`` 0 means the node
+    set no budget. ``secagg_only``, ``min_cohort`` (the fewest survivors, m_min) and
+    ``min_threshold`` (SecAgg+'s t) bind secure aggregation, which GS-WGAN, Fed-Avg GAN and
+    DP-MERF nodes serve.
     """
 
     strategy: str = "gswgan"
@@ -93,7 +98,7 @@ class NodePolicy:
             (
                 not self.secagg_only or algorithm(self.strategy).secure,
                 "secagg-only binds nodes of a strategy answered through secure aggregation "
-                "(gswgan, fedavg-gan)",
+                f"({', '.join(a for a in STRATEGIES if algorithm(a).secure)})",
             ),
             (
                 _is_int(self.min_cohort) and self.min_cohort >= MIN_SECAGG_COHORT,
@@ -127,17 +132,15 @@ class NodePolicy:
     def from_run_config(cls, config: RunConfig) -> NodePolicy:
         """A simulation's policy: the user's own settings (budget 0 = no budget, as passed;
         a secure run's nodes accept the m_min and threshold the user chose)."""
-        fedavg = config.strategy == "fedavg-gan"  # its own clip and noise keys
+        entry = algorithm(config.strategy)  # its own clip and noise keys
         floors: dict[str, int] = {}
         if config.secure_aggregation:
             settings = config.secagg_settings()
             floors = {"min_cohort": settings.min_survivors, "min_threshold": settings.threshold}
         return cls(
             strategy=config.strategy,
-            min_noise_multiplier=(
-                config.fedavg_noise_multiplier if fedavg else config.noise_multiplier
-            ),
-            clip_norm=config.fedavg_clip_norm if fedavg else config.clip_norm,
+            min_noise_multiplier=_value(config, entry.noise_key),
+            clip_norm=_value(config, entry.clip_key or "clip-norm"),
             max_batch_size=config.batch_size,
             delta=config.delta,
             epsilon_budget=config.client_budget_epsilon,
@@ -171,11 +174,11 @@ class NodePolicy:
         than its own (the node never clips with another, and a server that assumed one would
         misread every reply's scale)."""
         refuse_non_finite(config)
-        self.check_noise(config.noise_multiplier)
+        self.check_noise(_value(config, algorithm(self.strategy).noise_key))
         key = algorithm(self.strategy).clip_key
         if key is None:
             return
-        asked = getattr(config, key.replace("-", "_"))
+        asked = _value(config, key)
         if not math.isclose(asked, self.clip_norm, rel_tol=1e-9):
             raise PolicyViolation(
                 f"the run asks for {key} {asked:g}, but this node clips at {self.clip_norm:g} "
@@ -183,13 +186,16 @@ class NodePolicy:
             )
 
     def check_noise(self, noise_multiplier: float) -> None:
-        """Refuse a non-finite noise multiplier, or (GS-WGAN) one below the node's minimum."""
+        """Refuse a non-finite noise multiplier, or one below the node's minimum where the
+        client adds the noise (the strategies whose headline is the untrusted server's)."""
         if not math.isfinite(noise_multiplier):
             raise PolicyViolation(f"noise multiplier {noise_multiplier} is not a finite number")
-        if self.strategy == "gswgan" and noise_multiplier < self.min_noise_multiplier:
+        noised_here = algorithm(self.strategy).threat_model == UNTRUSTED_SERVER
+        if noised_here and noise_multiplier < self.min_noise_multiplier:
+            key = algorithm(self.strategy).noise_key
             raise PolicyViolation(
-                f"noise multiplier {noise_multiplier:g} is below this node's minimum "
-                f"{self.min_noise_multiplier:g}"
+                f"{key} {noise_multiplier:g} is below this node's minimum "
+                f"{self.min_noise_multiplier:g} (its policy-min-noise-multiplier)"
             )
 
     def check_batch(self, batch_size: int) -> None:
@@ -290,9 +296,8 @@ class NodePolicy:
 
     def applied_to(self, config: RunConfig) -> RunConfig:
         """``config`` with the node's own clip norm, delta, accountant, budget and strategy."""
-        clip = {
-            "fedavg_clip_norm" if self.strategy == "fedavg-gan" else "clip_norm": self.clip_norm
-        }
+        key = algorithm(self.strategy).clip_key or "clip-norm"
+        clip = {key.replace("-", "_"): self.clip_norm}
         return config.with_updates(
             strategy=self.strategy,
             delta=self.delta,
@@ -312,6 +317,11 @@ def refuse_non_finite(config: RunConfig) -> None:
             raise PolicyViolation(
                 f"run-config '{key}' is {value}: a node applies finite values only"
             )
+
+
+def _value(config: RunConfig, key: str) -> Any:
+    """The run config's value of a registry key ("merf-clip-norm" -> merf_clip_norm)."""
+    return getattr(config, key.replace("-", "_"))
 
 
 def _is_int(value: Any) -> bool:
