@@ -11,7 +11,7 @@ requests to one client are served one after the other. A refusal costs nothing a
 nothing; a node whose config lacks its own state directory never gets this far
 (``fedgs.client.node``).
 
-A GS-WGAN or Fed-Avg GAN query may ask for an answer through secure aggregation
+A GS-WGAN, Fed-Avg GAN or DP-MERF query may ask for an answer through secure aggregation
 (``fedgs.protocols.secagg``): its SecAgg+ setup and distributed noise are checked against the
 policy with the arrays (the vector the node would encode: its length read from the query, its
 clip and the sum's noise from ``RunConfig.secure_vector``), and the session returns a
@@ -34,7 +34,7 @@ from fedgs.algorithms import ALGORITHMS, WARM_START, algorithm
 from fedgs.client.common import SecureContribution, client_id_of
 from fedgs.client.state_store import ClientStateStore
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
-from fedgs.protocols import common, fedavg_gan, gswgan, secagg
+from fedgs.protocols import common, dp_merf, fedavg_gan, gswgan, secagg
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for, state_dir_for
 from fedgs.training.fedavg_gan import build_critic, parameter_names
@@ -65,11 +65,19 @@ def _fedavg_length(config: RunConfig, content: RecordDict) -> int:
     return sum(int(np.prod(record[name].shape)) for name in record if name in names)
 
 
+def _merf_length(config: RunConfig, content: RecordDict) -> int:
+    """The release: (D + 1) x classes, D from the query's feature map, the classes from the
+    run's label mode (the session checks them against the node's data before encoding)."""
+    spec = dp_merf.decode_query(content)
+    return config.with_updates(merf_features=spec.features).merf_dimension
+
+
 # the queries a node may answer through secure aggregation (those whose registry entry names a
 # cohort key), each with the length of the vector its answer encodes, read from the query alone
 SECURE_LENGTHS: dict[str, Callable[[RunConfig, RecordDict], int]] = {
     gswgan.QUERY: _gswgan_length,
     fedavg_gan.QUERY: _fedavg_length,
+    dp_merf.QUERY: _merf_length,
 }
 SECURE_QUERIES = tuple(SECURE_LENGTHS)
 

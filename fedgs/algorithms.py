@@ -185,6 +185,8 @@ ALGORITHMS: dict[str, Algorithm] = {
                 "merf-lr",
                 "merf-batch-size",
             ),
+            cohort_key="clients-per-step",  # a secure round: one cohort's sum of releases
+            clip_key="merf-clip-norm",
         ),
     )
 }

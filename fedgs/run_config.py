@@ -76,8 +76,9 @@ GROUPS: dict[str, tuple[str, str]] = {
     ),
     "secagg": (
         "secure aggregation",
-        "gswgan and fedavg-gan: each step's (round's) cohort answers through SecAgg+ with "
-        "distributed discrete Gaussian noise, so the server learns only the cohort's noisy sum.",
+        "gswgan, fedavg-gan and dp-merf: each step's (round's) cohort answers through SecAgg+ "
+        "with distributed discrete Gaussian noise, so the server learns only the cohort's noisy "
+        "sum.",
     ),
     "experimental": (
         "experimental",
@@ -529,6 +530,15 @@ class RunConfig:
             )
 
     @property
+    def merf_dimension(self) -> int:
+        """Values of one DP-MERF release: (D + 1) x classes (FEMNIST's label mode; the other
+        datasets hold the ten digits). A node checks it against its own data before encoding."""
+        from fedgs.data.names import LABEL_CLASSES
+
+        classes = LABEL_CLASSES[self.labels] if self.dataset == "femnist" else 10
+        return (self.merf_features + 1) * classes
+
+    @property
     def secure_cohort(self) -> int:
         """m: the nodes of a secure step (the strategy's cohort key, ``fedgs.algorithms``)."""
         key = ALGORITHMS[self.strategy].cohort_key
@@ -540,7 +550,7 @@ class RunConfig:
         """Refuse settings no secure step could run with, each with its reason."""
         entry = ALGORITHMS[self.strategy]
         if not entry.secure:
-            served = " and ".join(a.name for a in ALGORITHMS.values() if a.secure)
+            served = ", ".join(a.name for a in ALGORITHMS.values() if a.secure)
             raise ValueError(
                 f"secure-aggregation is implemented for {served} only, not {self.strategy!r}"
             )
@@ -568,10 +578,11 @@ class RunConfig:
         from fedgs.data.federated import PIXELS
 
         self.secagg_settings()
+        length = self.merf_dimension if self.strategy == "dp-merf" else self.batch_size * PIXELS
         try:
             # fedavg-gan's vector is its critic's parameters, whose count the run knows: its
             # calibration here stands for any length (the modulus must hold m clients' sum)
-            self.secure_noise(self.secure_vector(self.batch_size * PIXELS))
+            self.secure_noise(self.secure_vector(length))
         except ValueError as error:
             raise ValueError(f"secure-aggregation noise (secagg-bits, ...): {error}") from None
 
@@ -612,10 +623,15 @@ class RunConfig:
         its meaning. GS-WGAN: B rows of 784 (``dimension`` = B * 784) each clipped to C, so clip
         C*sqrt(B), and std 2*C*sigma, as one client's local noise without secure aggregation.
         Fed-Avg GAN: the critic's parameters (``dimension`` of them) clipped to S together, and
-        std z*S on the sum, as DP-FedAvg's server adds (``fedgs.privacy.dp_fedavg``)."""
+        std z*S on the sum, as DP-FedAvg's server adds (``fedgs.privacy.dp_fedavg``). DP-MERF:
+        the mean embedding ((D + 1) x classes values) clipped to C, and std 2*C*sigma on the
+        sum, as one writer's local noise (``fedgs.privacy.mean_embedding``)."""
         if self.strategy == "fedavg-gan":
             s = self.fedavg_clip_norm
             return SecureVector(s, dimension, s, self.fedavg_noise_multiplier)
+        if self.strategy == "dp-merf":
+            c = self.merf_clip_norm
+            return SecureVector(c, dimension, 2 * c, self.merf_noise_multiplier)
         if self.strategy != "gswgan":
             raise ValueError(f"{self.strategy} is never answered through secure aggregation")
         from fedgs.data.federated import PIXELS

@@ -9,24 +9,38 @@ fedgs.training.dp_merf`` without asking anyone again) and G is fitted to it, so 
 scores, checkpoint and generator.pt are the fitted G's. The headline is the untrusted-server
 epsilon (autodp RDP by default, replace-one, max over writers): each writer's one Gaussian
 release, noised on the client.
+
+With ``secure-aggregation`` (``SecureDpMerfStrategy``) each round is one cohort whose sum alone
+the server sees, noised by the survivors' shares of a distributed discrete Gaussian of std
+2*C*sigma on the sum; every writer is still asked once, so its epsilon is that of one secure
+step. The report is GS-WGAN's secure one (``secure_exchange.secure_summary``): the headline
+secure-aggregation epsilon, the ``ddg-rdp`` figure and the local-noise-only one.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from typing import Any
 
 import numpy as np
 from flwr.serverapp import Grid
 
 from fedgs.device import resolve_device
 from fedgs.privacy.release_ledger import ReleaseLedger
-from fedgs.privacy.threat_models import REPLACE_ONE
+from fedgs.privacy.threat_models import REPLACE_ONE, SECURE_AGGREGATION
 from fedgs.protocols.dp_merf import feature_seed
 from fedgs.run_config import RunConfig
 from fedgs.server.checkpoint import LEDGER_NAME
-from fedgs.server.dp_merf_strategy import DpMerfStrategy
+from fedgs.server.dp_merf_strategy import DpMerfStrategy, SecureDpMerfStrategy
 from fedgs.server.federated_run import METRIC_COLUMNS, FederatedRun
+from fedgs.server.secure_exchange import (
+    SECURE_COLUMN,
+    SECURE_COLUMNS,
+    secagg_details,
+    secure_columns,
+    secure_summary,
+)
 from fedgs.training.dp_merf import RELEASE_FILE, MerfTrainer, save_release
 from fedgs.training.run_dir import RunDirectory
 
@@ -58,11 +72,33 @@ class DpMerfRun(FederatedRun):
             device=resolve_device(config.device),
         )
         self.ledger = ReleaseLedger()
+        if config.secure_aggregation:
+            self._secure_strategy(config)
+            return
         self.strategy = DpMerfStrategy(
             self.trainer,
             self.ledger,
             self.sampler,
             config.clients_per_step,
+            config.wire_dtype,
+            self.identities,
+            node_wait=config.reply_timeout,
+            on_release=self._save_release,
+        )
+
+    def _secure_strategy(self, config: RunConfig) -> None:
+        """Secure aggregation: the noise calibrated for the release's (D + 1) x classes values,
+        cohorts through SecAgg+, the secure-aggregation headline."""
+        dimension = self.spec.dimension * self.dataset.num_classes
+        self.calibration = config.secure_noise(config.secure_vector(dimension))
+        self.epsilon_column, self.threat_model = SECURE_COLUMN, SECURE_AGGREGATION
+        self.columns = (*METRIC_COLUMNS, "generator_loss", *SECURE_COLUMNS)
+        self.strategy = SecureDpMerfStrategy(
+            self.trainer,
+            self.ledger,
+            self.sampler,
+            config.clients_per_step,
+            (config.secagg_settings(), self.calibration.params),
             config.wire_dtype,
             self.identities,
             node_wait=config.reply_timeout,
@@ -86,7 +122,7 @@ class DpMerfRun(FederatedRun):
 
     def privacy_report(self) -> dict:
         c = self.config
-        details = {
+        details: dict[str, Any] = {
             "steps": self.step,
             "noise_multiplier": self.merf.noise_multiplier,
             "clip_norm": self.merf.clip_norm,
@@ -95,6 +131,15 @@ class DpMerfRun(FederatedRun):
             "features_seed": self.spec.seed,
             "releases_received": self.trainer.replies,
         }
+        if c.secure_aggregation:
+            summary = secure_summary(self.ledger, self.calibration.params, REPLACE_ONE, c)
+            details |= {
+                "cohort_sampling": "each writer in one cohort, drawn uniformly among those never "
+                "asked: no amplification claimed",
+                "secagg": secagg_details(c, self.calibration),
+            }
+            self.write_privacy(summary, details)
+            return secure_columns(summary)
         self.write_privacy(self.ledger.summary(c.delta, c.accountant), details)
         return {}
 

@@ -6,22 +6,40 @@ their writer charged: a resumed run never asks a writer twice), charges each one
 claimed writer, policy used, then the exact array) and adds the release to the trainer's sum.
 At the run's last round the server fits G to the mean of the releases received
 (post-processing). Nothing a reply says about itself enters the ledger or the metrics.
+
+Under secure aggregation (``SecureDpMerfStrategy``) each round is one cohort of writers never
+asked, as even in size as the writers left allow (2,824 writers at clients-per-step 100: 29
+cohorts of 97-98), each charged the secure step's event (replace-one) when sent; the server sees
+only the cohort's sum, noised by the survivors' shares of a distributed discrete Gaussian
+(``SecureSteps``), and adds it to the trainer's sum with the survivors' count.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 
+from fedgs.privacy.distributed_accounting import step_event
+from fedgs.privacy.distributed_noise import DistributedNoiseParams
 from fedgs.privacy.events import mean_embedding_event
 from fedgs.privacy.release_ledger import ReleaseLedger
+from fedgs.privacy.threat_models import REPLACE_ONE
 from fedgs.protocols import common, dp_merf
+from fedgs.run_config import SecAggSettings
 from fedgs.server.online import online_nodes
-from fedgs.server.replies import ChargingStrategy, NodeIdentities, StepOutcome
+from fedgs.server.replies import (
+    ChargingStrategy,
+    Exchange,
+    NodeIdentities,
+    StepOutcome,
+    check_policy_used,
+)
+from fedgs.server.secure_exchange import SecureSteps
 from fedgs.training.dp_merf import MerfTrainer
 
 logger = logging.getLogger("fedgs.server")
@@ -132,3 +150,97 @@ class DpMerfStrategy(ChargingStrategy):
             self.trainer.config.generator_steps,
         )
         return self.trainer.fit(target)
+
+
+class SecureDpMerfStrategy(DpMerfStrategy):
+    """DP-MERF under secure aggregation: the server sees only each cohort's noisy sum."""
+
+    def __init__(
+        self,
+        trainer: MerfTrainer,
+        ledger: ReleaseLedger,
+        sampler: np.random.Generator,
+        clients_per_step: int,
+        secure: tuple[SecAggSettings, DistributedNoiseParams],
+        wire_dtype: str = "float32",
+        identities: NodeIdentities | None = None,
+        node_wait: float = 600.0,
+        on_release: Callable[[np.ndarray], None] | None = None,
+    ) -> None:
+        super().__init__(
+            trainer,
+            ledger,
+            sampler,
+            clients_per_step,
+            wire_dtype,
+            identities,
+            node_wait,
+            on_release,
+        )
+        self._steps = SecureSteps(*secure)
+
+    def summary(self) -> None:
+        super().summary()
+        settings = self._steps.settings
+        logger.info(
+            "secure aggregation: cohorts of up to %d, m_min=%d, t=%d, %d-bit sums of %d values",
+            self.clients_per_step,
+            settings.min_survivors,
+            settings.threshold,
+            settings.bits,
+            self._steps.noise.padded_dimension,
+        )
+
+    def cohort(self, candidates: list[int]) -> list[int]:
+        """This round's cohort: a uniform draw of the writers left, sized so that the cohorts
+        left split them evenly (no small last cohort, which SecAgg+'s m_min would refuse);
+        full cohorts where even ones would fall below m_min (the last few writers are then
+        never asked, and the round that would ask them says why)."""
+        left = len(candidates)
+        if not left:
+            return []
+        cohorts = math.ceil(left / self.clients_per_step)
+        even = left // cohorts >= self._steps.settings.min_survivors
+        m = math.ceil(left / cohorts) if even else min(self.clients_per_step, left)
+        return [candidates[i] for i in sorted(self.sampler.choice(left, m, False))]
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """The cohort's queries made secure, each writer charged one secure step as it is
+        sent (a cohort SecAgg+ cannot run with asks no one and charges nothing)."""
+        nodes = self.cohort(self.unasked(online_nodes(grid, self.node_wait)))
+        cohort = self._steps.start(server_round, nodes)
+        self._pending = set(cohort)
+        if not cohort:
+            return []
+        self._asked.update(cohort)
+        self.charge(cohort, step_event(self._steps.noise, REPLACE_ONE))
+        contents = {node: dp_merf.encode_query(self.trainer.spec, server_round) for node in cohort}
+        return self._steps.queries(contents, dp_merf.QUERY)
+
+    def exchange(self, grid: Grid, messages: list[Message], timeout: float) -> Exchange:
+        return self._steps.exchange(grid, messages, timeout, self._check_reply)
+
+    def _check_reply(self, reply: Message) -> None:
+        """A query's reply names its node's writer and the policy asked, or is dropped."""
+        self.learn(reply)
+        check_policy_used(reply, self.asked())
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """The decoded sum over the survivors into the trainer's sum (nothing when the round
+        aborted or asked no one); G fitted after the last round."""
+        outcome, released, total = self._steps.released()
+        self._pending = set()
+        answered = 0
+        if released is not None and total is not None:
+            answered = len(released.survivors)
+            shape = (self.trainer.spec.dimension, self.trainer.num_classes)
+            self.trainer.add(total.reshape(shape), answered)
+        self.ledger.record_outcomes(
+            answered, outcome.sampled - answered - outcome.no_reply, outcome.no_reply
+        )
+        loss = self._fit() if self.final else None
+        return self.finish(outcome, answered, generator_loss=loss)

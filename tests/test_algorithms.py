@@ -42,7 +42,8 @@ def test_message_types_are_distinct_and_the_warm_start_is_shared() -> None:
     assert set(gate.MESSAGE_TYPES) == {*queries, WARM_START, SECAGG}
     # the SecAgg+ stages: the queries of the strategies whose entry names a cohort key
     assert set(gate.SECURE_QUERIES) == {a.query for a in ALGORITHMS.values() if a.secure}
-    assert gate.SECURE_QUERIES == (algorithm("gswgan").query, algorithm("fedavg-gan").query)
+    secure = ("gswgan", "fedavg-gan", "dp-merf")
+    assert gate.SECURE_QUERIES == tuple(algorithm(name).query for name in secure)
 
 
 def test_an_unknown_strategy_names_the_known_ones() -> None:

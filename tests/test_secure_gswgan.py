@@ -149,7 +149,7 @@ def test_secagg_keys_need_secure_aggregation_and_a_strategy_that_serves_it() -> 
     with pytest.raises(ValueError, match="secagg-bits is set but secure-aggregation is off"):
         RunConfig(secagg_bits=40)
     with pytest.raises(
-        ValueError, match="secure-aggregation is implemented for gswgan and fedavg-gan only"
+        ValueError, match="secure-aggregation is implemented for gswgan, fedavg-gan, dp-merf only"
     ):
         RunConfig(strategy="datalens", secure_aggregation=True)
 

@@ -110,10 +110,11 @@ class MerfTrainer:
         self.replies = 0
         self.fitted_steps = 0
 
-    def add(self, release: np.ndarray) -> None:
-        """One writer's release into the sum."""
+    def add(self, release: np.ndarray, writers: int = 1) -> None:
+        """A release into the sum: one writer's, or (secure aggregation) a cohort's sum of
+        ``writers`` releases."""
         self.total += release
-        self.replies += 1
+        self.replies += writers
 
     def released(self) -> np.ndarray | None:
         """mu_hat: the mean of the releases received (None before any)."""
