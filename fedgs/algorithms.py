@@ -67,6 +67,9 @@ class Algorithm:
     # are never answered through secure aggregation (the run config refuses it)
     cohort_key: str | None = None
     clip_key: str | None = None
+    # each client is asked at most once over the whole run (its one release): planners count
+    # one query for every client instead of simulating the sampler
+    one_shot: bool = False
 
     @property
     def secure(self) -> bool:
@@ -187,6 +190,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             ),
             cohort_key="clients-per-step",  # a secure round: one cohort's sum of releases
             clip_key="merf-clip-norm",
+            one_shot=True,
         ),
     )
 }

@@ -115,6 +115,27 @@ def test_fedavg_plan_uses_the_run_critic_and_add_remove(capsys):
     assert out["bytes"]["up_per_query"] == 8 * params.padded_dimension
 
 
+def test_dp_merf_plan_counts_one_release_per_writer_as_its_run_charges(capsys):
+    """DP-MERF asks each writer once: one secure step for every writer, whatever the steps,
+    with the noise calibrated for its (D + 1) x 10 release."""
+    from fedgs.privacy.release_ledger import ReleaseLedger
+    from fedgs.server.secure_exchange import secure_summary
+
+    argv = ["--strategy", "dp-merf", "--cohort", "30", "--steps", "10"]
+    out = plan(capsys, *argv, "--target-epsilon", "10")
+    assert out["worst_client_queries"] == 1
+    values = {"strategy": "dp-merf", "secure-aggregation": True, "clients-per-step": 30}
+    values |= {"merf-noise-multiplier": out["noise_multiplier"], "delta": DELTA}
+    config = RunConfig.from_user_config(values)
+    params = config.secure_noise(config.secure_vector(config.merf_dimension)).params
+    ledger = ReleaseLedger()
+    ledger.record("writer-0", step_event(params, REPLACE_ONE))
+    summary = secure_summary(ledger, params, REPLACE_ONE, config)
+    assert out["epsilon_secure_aggregation"] == summary["secure_aggregation"]["epsilon"]
+    assert out["epsilon_secure_aggregation"] <= 10 < composed(params, REPLACE_ONE, 2)
+    assert out["bytes"]["up_per_query"] == 8 * params.padded_dimension
+
+
 def test_calibration_meets_the_target_and_a_slightly_smaller_multiplier_does_not(capsys):
     out = plan(capsys, "--cohort", "20", "--steps", str(T), "--target-epsilon", "2")
     sigma, worst = out["noise_multiplier"], out["worst_client_queries"]

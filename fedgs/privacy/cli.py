@@ -43,7 +43,7 @@ accountants: autodp-rdp (the paper's, default), dp-accounting-rdp, dp-accounting
 has no sampling without replacement: the trusted-sampler figure is always an RDP bound or the
 untrusted-server one).
 
-secure aggregation (--secure-aggregation --cohort M; gswgan or fedavg-gan):
+secure aggregation (--secure-aggregation --cohort M; gswgan, fedavg-gan or dp-merf):
   secure-aggregation  Each step's (round's) cohort of M clients answers through SecAgg+ with a
                     distributed discrete Gaussian: an honest-but-curious server sees only the
                     cohort's noisy sum. Holds with at most t-1 clients colluding with the server
@@ -58,8 +58,10 @@ secure planning: the plan builds the run's own config (keys secagg-min-survivors
 secagg-threshold, secagg-degree, secagg-bits, same defaults: m - m//10 at least 3, d//2 + 1,
 every other node, 32) and its noise calibration, so it computes what the run would charge.
 --noise-multiplier is the run's noise key (gswgan: sigma, the sum's std 2*C*sigma; fedavg-gan:
-z). --target-epsilon calibrates it for the most-queried client (uniform: simulated with --seed;
-least-queried: ceil(T*M/K)); with --noise-multiplier too it plans queries per client and steps.
+z; dp-merf: merf-noise-multiplier, std 2*C*sigma on the sum of releases). --target-epsilon
+calibrates it for the most-queried client (uniform: simulated with --seed; least-queried:
+ceil(T*M/K); dp-merf: one release per writer); with --noise-multiplier too it plans queries per
+client and steps. dp-merf's vector is (merf-features + 1) x 10 (the digits).
 Several --cohort sizes print one line each. Bytes are the payload (the query down, the int64
 masked vector up); keys, shares and unmask lists come on top: fedgs comm-cost measures them."""
 
@@ -153,7 +155,7 @@ def _add_secure_arguments(parser: argparse.ArgumentParser) -> None:
         "--cohort",
         type=_positive_int,
         nargs="+",
-        help="M nodes per secure step (gswgan: clients-per-step; fedavg-gan: "
+        help="M nodes per secure step (gswgan, dp-merf: clients-per-step; fedavg-gan: "
         "fedavg-clients-per-round); several sizes: one line each",
     )
     group.add_argument(
@@ -558,6 +560,7 @@ def _secure_head(args: argparse.Namespace, run: Any) -> dict[str, Any]:
 def _secure_row(args: argparse.Namespace, run: Any, cohort: int) -> dict[str, Any]:
     """One cohort's plan: its noise, the most-queried client's queries, its three epsilons
     and the payload bytes."""
+    from fedgs.algorithms import ALGORITHMS
     from fedgs.privacy.calibration import DEFAULT_TOLERANCE
     from fedgs.privacy.sampling import simulate_query_counts
     from fedgs.privacy.secure_plan import calibrate
@@ -565,6 +568,8 @@ def _secure_row(args: argparse.Namespace, run: Any, cohort: int) -> dict[str, An
     k, rule, seed = args.clients, args.client_sampling, args.seed
 
     def most_queried(steps: int) -> int:
+        if ALGORITHMS[run.strategy].one_shot:  # the strategy asks each client once at most
+            return min(steps, 1)
         return int(simulate_query_counts(k, steps, cohort, seed=seed, rule=rule).max())
 
     sigma, target = args.noise_multiplier, args.target_epsilon

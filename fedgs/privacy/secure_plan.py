@@ -145,10 +145,13 @@ class SecureStep:
 
 def vector_length(config: RunConfig) -> int:
     """The length of one client's secure vector in a run of ``config``: GS-WGAN's B rows of
-    784, or the Fed-Avg GAN critic's parameter count (its critic built for the digits)."""
+    784, the Fed-Avg GAN critic's parameter count (its critic built for the digits), or
+    DP-MERF's (D + 1) x classes release."""
     if config.strategy == "fedavg-gan":
         fedavg = config.fedavg_gan()
         return _critic_parameters(fedavg.models, fedavg.critic_width)
+    if config.strategy == "dp-merf":
+        return config.merf_dimension
     if config.strategy != "gswgan":
         raise ValueError(f"no secure vector length is known for {config.strategy}")
     from fedgs.data.federated import PIXELS
