@@ -16,22 +16,37 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from fedgs.metrics.neighbours import rows_per_block
+
 QUANTILE = 0.01
 CLOSEST_PAIRS = 8
 
 
 def nearest(queries: torch.Tensor, pool: torch.Tensor, chunk: int = 512) -> tuple[np.ndarray, ...]:
-    """(distance, index) of each query's nearest pool row, in pixel space."""
-    pool_flat = pool.flatten(1).float()
-    pool_norms = (pool_flat**2).sum(1)
-    distances, indices = [], []
-    for part in tqdm(queries.flatten(1).float().split(chunk), desc="nearest", leave=False):
-        # |q - p|^2 = |q|^2 - 2 q.p + |p|^2: one matrix product per chunk
-        squared = (part**2).sum(1, keepdim=True) - 2.0 * part @ pool_flat.T + pool_norms
-        best, where = squared.min(dim=1)
-        distances.append(best.clamp_min(0.0).sqrt())
-        indices.append(where)
-    return torch.cat(distances).numpy(), torch.cat(indices).numpy()
+    """(distance, index) of each query's nearest pool row, in pixel space.
+
+    The pool is walked in blocks (`fedgs.metrics.neighbours.BLOCK_BYTES` of distances per
+    query chunk) keeping a running minimum, so 318,000 FEMNIST training images never make one
+    chunk x pool matrix; an earlier pool row wins a tie, as in one minimum over the whole pool.
+    """
+    flat = queries.flatten(1).float()
+    best = torch.empty(len(flat))
+    where = torch.zeros(len(flat), dtype=torch.long)
+    step = rows_per_block(chunk, itemsize=4)
+    for start in tqdm(range(0, len(pool), step), desc="nearest", leave=False):
+        block = pool[start : start + step].flatten(1).float()
+        block_norms = (block**2).sum(1)
+        for first in range(0, len(flat), chunk):
+            part = flat[first : first + chunk]
+            # |q - p|^2 = |q|^2 - 2 q.p + |p|^2: one matrix product per chunk and block
+            squared = (part**2).sum(1, keepdim=True) - 2.0 * part @ block.T + block_norms
+            value, index = squared.min(dim=1)
+            rows = slice(first, first + chunk)
+            # strictly smaller replaces; the first block always sets (a NaN sample stays NaN)
+            better = value < best[rows] if start else torch.ones_like(value, dtype=torch.bool)
+            best[rows] = torch.where(better, value, best[rows])
+            where[rows] = torch.where(better, index + start, where[rows])
+    return best.clamp_min(0.0).sqrt().numpy(), where.numpy()
 
 
 @dataclass(frozen=True)
