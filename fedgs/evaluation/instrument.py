@@ -39,7 +39,7 @@ from fedgs.evaluation.utility import accuracy_of, real_subset
 from fedgs.metrics.classifier import accuracy, predict_in_batches
 from fedgs.metrics.controls import Sampler, controls
 from fedgs.metrics.evaluator import evaluation_classifier, evaluation_halves, split_record
-from fedgs.metrics.fidelity import feature_scores
+from fedgs.metrics.fidelity import RealFeatures, feature_scores
 from fedgs.metrics.memorisation import Memorisation, memorisation, nearest
 from fedgs.metrics.scores import frechet_distance, label_agreement
 
@@ -88,14 +88,17 @@ class Instrument:
         self.baselines = baselines  # None: the split's baselines and controls are not cached
         self.options = options or InstrumentOptions()
         self.num_classes = dataset.num_classes
-        self.classifier = evaluation_classifier(dataset, cache_dir)
-        _, self.reference = evaluation_halves(dataset)
-        self.test = dataset.test_arrays()
+        self.test = dataset.test_arrays()  # read once: the halves below are views of it
+        self.classifier = evaluation_classifier(dataset, cache_dir, self.test)
+        _, self.reference = evaluation_halves(dataset, self.test)
         self.training = dataset.train_arrays()
         self.split = split_record(dataset) | {
             "classifier_test_accuracy": accuracy(self.classifier, *self.reference)
         }
         _, self.reference_features = predict_in_batches(self.classifier, self.reference[0])
+        self.real_features = RealFeatures(
+            self.reference_features, self.reference[1], self.num_classes
+        )
 
     def baseline_key(self, what: str) -> dict[str, Any]:
         """The cache key of a result that depends on the split and the settings only."""
@@ -172,9 +175,7 @@ class Instrument:
         probs, features = predict_in_batches(self.classifier, few)
         row["label_agreement"] = label_agreement(probs, few_labels, few)
         row["fid_domain"] = frechet_distance(features, self.reference_features)
-        row |= feature_scores(
-            features, few_labels, self.reference_features, self.reference[1], self.num_classes
-        )
+        row |= feature_scores(features, few_labels, self.real_features)
         copies = memorisation(few, self.training[0], self.heldout, self.heldout_distances)
         row |= copies.to_dict()
         return Score(name, row, self._pairs(few, copies))

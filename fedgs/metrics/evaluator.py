@@ -27,9 +27,12 @@ HALF_SPLIT_SEED = 20_240_617  # fixed: the halves must not depend on a run's see
 CLASSIFIER_EPOCHS = 10  # the classifier half is small (FEMNIST digits: ~4,500 images)
 
 
-def evaluation_halves(dataset: FederatedDataset) -> tuple[Arrays, Arrays]:
-    """(classifier half, reference half) of the dataset's evaluation images."""
-    images, labels = dataset.test_arrays()
+def evaluation_halves(
+    dataset: FederatedDataset, test: Arrays | None = None
+) -> tuple[Arrays, Arrays]:
+    """(classifier half, reference half) of the dataset's evaluation images (``test``: its
+    `test_arrays`, when already read; FEMNIST's halves are then views of them, not copies)."""
+    images, labels = dataset.test_arrays() if test is None else test
     split = dataset.info.get("writer_split")
     if split:  # FEMNIST: stored classifier writers first
         cut = int(split["classifier_rows"])
@@ -113,11 +116,12 @@ class GeneratorEvaluator:
 
 
 def evaluation_classifier(
-    dataset: FederatedDataset, cache_dir: Path | None = None
+    dataset: FederatedDataset, cache_dir: Path | None = None, test: Arrays | None = None
 ) -> DomainClassifier:
-    """The domain classifier of the evaluation images' classifier half, cached on disk."""
+    """The domain classifier of the evaluation images' classifier half, cached on disk
+    (``test``: the dataset's `test_arrays`, when already read)."""
     key = hashlib.sha256(f"{dataset.source_fingerprint}|evaluation-half".encode()).hexdigest()
-    classifier_half, _ = evaluation_halves(dataset)
+    classifier_half, _ = evaluation_halves(dataset, test)
     return load_or_train_classifier(
         key, *classifier_half, dataset.num_classes, cache_dir=cache_dir, epochs=CLASSIFIER_EPOCHS
     )
