@@ -15,6 +15,7 @@ checkpoint again only redraws.
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -285,11 +286,12 @@ def evaluate_runs(run_dirs: list[str | Path], options: EvaluationOptions) -> lis
     runs = [RunFiles.open(path) for path in run_dirs]
     generators = [load_generator(run.root) for run in runs]
     splits = Splits(options)
-    evaluations = [
+    pending = deque(
         _Evaluation(run, options, generator, splits.of(run))
         for run, generator in zip(runs, generators, strict=True)
-    ]
-    return [_evaluate(evaluation) for evaluation in evaluations]
+    )
+    # popped: a scored run's synthetic images are let go, not kept until the last run is scored
+    return [_evaluate(pending.popleft()) for _ in range(len(pending))]
 
 
 def _evaluate(evaluation: _Evaluation) -> EvaluationResult:
