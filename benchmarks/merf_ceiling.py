@@ -11,12 +11,12 @@ clipped embeddings is all the simulation needs. sigma is the Gaussian multiplier
 release has the asked epsilon at delta 1e-5 (autodp RDP, as ``fedgs privacy`` computes it).
 
 G is fitted by the project's ``MerfTrainer`` (its ``features`` swapped for the map under test)
-and scored like ``runs/dp-merf/light_eval.py``: the project's downstream CNN and MLP
+and scored by the project's downstream CNN and MLP
 (``fedgs.evaluation.utility.accuracy_of``, 5 epochs) trained on N synthetic samples with balanced
 labels, tested on every evaluation writer's digits (never clients), next to the five-image-per-
 class lookup table (``fedgs.metrics.controls``) built from the first 300 training writers.
 
-    OMP_NUM_THREADS=2 nice -n 10 python benchmarks/merf_ceiling.py --map rff --features 1000 \
+    OMP_NUM_THREADS=2 nice -n 10 python benchmarks/merf_ceiling.py --features 1000 \
         --settings none e10:100 e10:500 e1:100 --classifiers mlp cnn --control
 """
 
@@ -39,13 +39,6 @@ from fedgs.metrics.controls import lookup_sampler
 from fedgs.privacy.accountants import get_accountant
 from fedgs.privacy.events import mean_embedding_event
 from fedgs.privacy.mean_embedding import clip
-from fedgs.privacy.public_features import (
-    PublicFeatures,
-    network_from_arrays,
-    public_features,
-    train_network,
-    weights_to_arrays,
-)
 from fedgs.privacy.random_features import FeatureSpec, RandomFeatures, mean_embedding
 from fedgs.training.dp_merf import MerfConfig, MerfTrainer
 
@@ -53,8 +46,7 @@ OUT = Path("runs/merf-ceiling")
 DATA_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "femnist_full"
 CLASSES = 10
 DELTA = 1e-5
-CONTROL_WRITERS = 300  # the lookup table's pool, as in runs/dp-merf/light_eval.py
-FeatureMap = RandomFeatures | PublicFeatures
+CONTROL_WRITERS = 300  # the lookup table's pool: the first training writers
 
 
 def sigma_for(epsilon: float) -> float:
@@ -70,29 +62,15 @@ def sigma_for(epsilon: float) -> float:
     return math.ceil(high * 1e4) / 1e4
 
 
-def public_network(seed: int) -> dict[str, np.ndarray]:
-    """The public feature network's weights, trained once on font digits and cached."""
-    path = OUT / f"public-net-seed{seed}.npz"
-    if not path.is_file():
-        OUT.mkdir(parents=True, exist_ok=True)
-        np.savez(path, **weights_to_arrays(train_network(seed)))
-    with np.load(path) as saved:
-        return {k: saved[k] for k in saved.files}
+def feature_map(args: argparse.Namespace) -> RandomFeatures:
+    return RandomFeatures(FeatureSpec(args.features, args.bandwidth, args.seed))
 
 
-def feature_map(args: argparse.Namespace) -> FeatureMap:
-    if args.map == "rff":
-        return RandomFeatures(FeatureSpec(args.features, args.bandwidth, args.seed))
-    network = network_from_arrays(public_network(args.net_seed))
-    random = args.features if args.public_share < 1 else 0
-    return public_features(network, args.public_share, random, args.bandwidth, args.seed)
-
-
-def map_key(features: FeatureMap) -> str:
+def map_key(features: RandomFeatures) -> str:
     return hashlib.sha256(repr(features.spec).encode()).hexdigest()[:16]
 
 
-def clipped_sum(features: FeatureMap, clip_norm: float) -> tuple[np.ndarray, int]:
+def clipped_sum(features: RandomFeatures, clip_norm: float) -> tuple[np.ndarray, int]:
     """The sum over training writers of their clipped mean embeddings, and K (cached)."""
     path = OUT / f"sum-{map_key(features)}.npz"
     if path.is_file():
@@ -128,7 +106,7 @@ def released_mean(
     return (total + noise) / writers, record
 
 
-def fitted_sampler(args: argparse.Namespace, features: FeatureMap, target: np.ndarray):
+def fitted_sampler(args: argparse.Namespace, features: RandomFeatures, target: np.ndarray):
     """G fitted to ``target`` by MerfTrainer with ``features`` as its map; labels -> images."""
     config = MerfConfig(
         generator_steps=args.steps,
@@ -163,11 +141,8 @@ def control_pool() -> tuple[torch.Tensor, torch.Tensor]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--map", choices=("rff", "public"), default="rff")
     parser.add_argument("--features", type=int, default=1000, help="random Fourier features D")
     parser.add_argument("--bandwidth", type=float, default=20.0)
-    parser.add_argument("--public-share", type=float, default=1.0, help="s: embedding's share")
-    parser.add_argument("--net-seed", type=int, default=0, help="public network's seed")
     parser.add_argument("--settings", nargs="+", default=["none"], help="none or eEPS:M|K")
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=200)
