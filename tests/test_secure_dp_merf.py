@@ -32,7 +32,7 @@ from fedgs.privacy.policy import NodePolicy, PolicyViolation
 from fedgs.privacy.random_features import FeatureSpec, RandomFeatures
 from fedgs.privacy.release_ledger import ReleaseLedger
 from fedgs.privacy.threat_models import REPLACE_ONE, SECURE_AGGREGATION
-from fedgs.protocols import dp_merf
+from fedgs.protocols import common, dp_merf, secagg
 from fedgs.run_config import RunConfig
 from fedgs.server.dp_merf_run import DpMerfRun
 from fedgs.server.dp_merf_strategy import SecureDpMerfStrategy
@@ -87,6 +87,7 @@ class AppGrid:
     def __init__(self, run: dict[str, object], silent: frozenset[int] = frozenset()) -> None:
         self.app = build_client_app(run)
         self.silent = silent
+        self.query_replies: list[Message] = []  # what each node sent in the clear
         self.contexts = {
             node: Context(
                 run_id=1,
@@ -102,12 +103,16 @@ class AppGrid:
         return list(self.contexts)
 
     def send_and_receive(self, messages: list[Message], timeout: float) -> list[Message]:
-        nodes = [m.metadata.dst_node_id for m in messages]
-        return [
-            self.app(_addressed(m), self.contexts[node])
-            for m, node in zip(messages, nodes, strict=True)
-            if node not in self.silent
+        replies = [
+            (
+                m.metadata.message_type,
+                self.app(_addressed(m), self.contexts[m.metadata.dst_node_id]),
+            )
+            for m in messages
+            if m.metadata.dst_node_id not in self.silent
         ]
+        self.query_replies += [r for kind, r in replies if kind == dp_merf.QUERY]
+        return [reply for _, reply in replies]
 
 
 def _strategy(config: RunConfig) -> SecureDpMerfStrategy:
@@ -145,6 +150,15 @@ def test_the_cohort_sum_of_clipped_embeddings_is_released_and_each_writer_pays_o
     event = step_event(strategy._steps.noise, REPLACE_ONE)
     metrics, asked = _round(strategy, grid, 1)
     assert metrics["answered"] == 4 and len(asked) == 4
+    # in the clear a node sends its identity, the policy it applied and its SecAgg+ keys: its
+    # release stays in its Flower context until it leaves masked
+    for reply in grid.query_replies:
+        assert not reply.has_error() and not reply.content.array_records
+        assert set(reply.content.config_records) == {
+            common.CLIENT,
+            common.POLICY_USED,
+            *secagg.stage_content({"stage": "x"}).config_records,
+        }
     partitions = [NODES.index(node) for node in asked]
     expected = sum(_clipped(config, p, strategy) for p in partitions)
     # the noise on the sum is 2 C sigma = 0.002 per coordinate: the sum reads through it
