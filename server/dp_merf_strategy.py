@@ -37,7 +37,6 @@ from fedgs.server.replies import (
     Exchange,
     NodeIdentities,
     StepOutcome,
-    check_policy_used,
 )
 from fedgs.server.secure_exchange import SecureSteps
 from fedgs.training.dp_merf import MerfTrainer
@@ -220,12 +219,7 @@ class SecureDpMerfStrategy(DpMerfStrategy):
         return self._steps.queries(contents, dp_merf.QUERY)
 
     def exchange(self, grid: Grid, messages: list[Message], timeout: float) -> Exchange:
-        return self._steps.exchange(grid, messages, timeout, self._check_reply)
-
-    def _check_reply(self, reply: Message) -> None:
-        """A query's reply names its node's writer and the policy asked, or is dropped."""
-        self.learn(reply)
-        check_policy_used(reply, self.asked())
+        return self._steps.exchange(grid, messages, timeout, self.check_reply)
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]

@@ -42,7 +42,6 @@ from fedgs.server.replies import (
     NodeIdentities,
     ServerScoredStrategy,
     StepOutcome,
-    check_policy_used,
 )
 from fedgs.server.secure_exchange import SecureSteps
 from fedgs.training.fedavg_gan import FedAvgGANTrainer, critic_weights
@@ -209,12 +208,7 @@ class SecureFedAvgGANStrategy(ChargingStrategy, FedAvgGANStrategy):
         return self._steps.queries(contents, fedavg_gan.QUERY)
 
     def exchange(self, grid: Grid, messages: list[Message], timeout: float) -> Exchange:
-        return self._steps.exchange(grid, messages, timeout, self._check_reply)
-
-    def _check_reply(self, reply: Message) -> None:
-        """A query's reply names its node's client and the policy asked, or is dropped."""
-        self.learn(reply)
-        check_policy_used(reply, self.asked())
+        return self._steps.exchange(grid, messages, timeout, self.check_reply)
 
     def asked(self) -> dict[str, float | int | str]:
         """As plain Fed-Avg GAN, and at least z on the sum (the clients' shares carry it)."""

@@ -33,7 +33,6 @@ from fedgs.server.replies import (
     Exchange,
     NodeIdentities,
     StepOutcome,
-    check_policy_used,
 )
 from fedgs.server.secure_exchange import SecureSteps
 from fedgs.training.generator import GeneratorTrainer
@@ -161,12 +160,7 @@ class GSWGANStrategy(ChargingStrategy):
         """The usual round trip; with secure aggregation, the four of ``SecureExchange``."""
         if self.secure is None:
             return super().exchange(grid, messages, timeout)
-        return self._steps.exchange(grid, messages, timeout, self._check_secure_reply)
-
-    def _check_secure_reply(self, reply: Message) -> None:
-        """A secure query's reply names its node's client and the policy asked, or is dropped."""
-        self.learn(reply)
-        check_policy_used(reply, self.asked())
+        return self._steps.exchange(grid, messages, timeout, self.check_reply)
 
     def asked(self) -> dict[str, float | int | str]:
         """The policy every query of this run asks for (what the ledger charges)."""

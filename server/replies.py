@@ -197,6 +197,12 @@ class ServerScoredStrategy(Strategy):
         """Bind the reply's node to the client it names (ProtocolError if it names another)."""
         self.identities.learn(reply)
 
+    def check_reply(self, reply: Message) -> None:
+        """The reply names its node's client and the policy asked (ProtocolError otherwise):
+        the checks every reply passes, plain or a secure query's."""
+        self.learn(reply)
+        check_policy_used(reply, self.asked())
+
     def exchange(self, grid: Grid, messages: list[Message], timeout: float) -> Exchange:
         """Send a step's queries and gather the replies: one round trip by default; a strategy
         whose step needs more (secure aggregation) runs them here, every byte counted."""
@@ -215,8 +221,7 @@ class ServerScoredStrategy(Strategy):
         for reply in expected_replies(replies, pending, outcome):
             node = reply.metadata.src_node_id
             try:
-                self.learn(reply)
-                check_policy_used(reply, self.asked())
+                self.check_reply(reply)
                 payload = self.decode(reply)
             except (common.ProtocolError, ValueError, TypeError) as error:
                 outcome.drop(node, error)
