@@ -23,7 +23,7 @@ from fedgs.evaluation.plots import (
     privacy_utility,
     read_curve_csv,
 )
-from fedgs.evaluation.privacy_figures import curve_epsilon, headline
+from fedgs.evaluation.privacy_figures import curve_epsilon, headline, run_figures
 from fedgs.evaluation.report import write_report
 from fedgs.evaluation.run_files import RunFiles
 
@@ -121,6 +121,31 @@ def test_a_run_without_noise_has_infinite_epsilon(tmp_path: Path) -> None:
     assert curve_epsilon(run) == ("trusted-server", math.inf)
     noisy = RunFiles.open(make_run(tmp_path / "gswgan", "simulate"))
     assert curve_epsilon(noisy) == ("untrusted-server", headline(noisy).epsilon)
+
+
+def test_a_secure_runs_headline_is_secure_aggregation_not_its_local_noise_figure(
+    tmp_path: Path,
+) -> None:
+    """A secure run's report names secure aggregation as its headline; the untrusted-server
+    block beside it is what a client's own noise share gives if that fails (local noise only):
+    never the figure a table or curve places the run at."""
+    path = make_run(tmp_path / "secure", "simulate") / "privacy.json"
+    privacy = json.loads(path.read_text())
+    privacy["headline"] = "secure-aggregation"
+    base = {"accountant": "autodp-rdp", "neighbouring": "replace-one"}
+    privacy["secure_aggregation"] = base | {"threat_model": "secure-aggregation", "epsilon": 9.98}
+    privacy["secure_aggregation_ddg_rdp"] = base | {
+        "threat_model": "secure-aggregation",
+        "accountant": "ddg-rdp",
+        "epsilon": 9.17,
+    }
+    privacy["untrusted_server"] |= {"epsilon": 4321.0, "local_noise_only": True}
+    path.write_text(json.dumps(privacy))
+    run = RunFiles.open(path.parent)
+    assert (headline(run).epsilon, headline(run).accountant) == (9.98, "autodp-rdp")
+    assert curve_epsilon(run) == ("secure-aggregation", 9.98)
+    labels = {f.epsilon: f.label for f in run_figures(run)}
+    assert labels[4321.0].startswith("local noise only")
 
 
 def _scale_epsilon(run: Path, factor: float) -> Path:

@@ -39,8 +39,10 @@ class EpsilonFigure:
 
 
 VOID = "does NOT hold (fixed sampling seed)"
+LOCAL_NOISE_ONLY = "local noise only (if secure aggregation's assumptions fail)"
 
 _LABELS = {
+    "secure-aggregation": "run guarantee (secure aggregation: the server sees cohorts' noisy sums)",
     "untrusted-server": "run guarantee (max over clients)",
     "trusted-sampler": "trusted sampler (amplification by secret sampling)",
     "trusted-server": "run guarantee (DP-FedAvg, server sees unnoised deltas)",
@@ -63,6 +65,8 @@ def run_figures(run: RunFiles) -> list[EpsilonFigure]:
         model = block["threat_model"] if given else key.replace("_", "-")
         epsilon = block["epsilon"]
         label = _LABELS.get(model, model) if given else "no guarantee"
+        if block.get("local_noise_only"):
+            label = LOCAL_NOISE_ONLY
         figures.append(
             EpsilonFigure(
                 label=VOID if block.get("holds") is False else label,
@@ -131,10 +135,17 @@ def all_figures(run: RunFiles) -> list[EpsilonFigure]:
 
 
 def headline(run: RunFiles) -> EpsilonFigure | None:
-    """The run's own guarantee: the strongest threat model it gives a finite epsilon under
-    (GS-WGAN: untrusted server; Fed-Avg GAN: trusted server; teachers: trusted aggregator)."""
+    """The run's own guarantee: the threat model its report names as its headline (a secure
+    run: secure aggregation, never the local-noise-only figure beside it), else the strongest
+    it gives a finite epsilon under (GS-WGAN, DP-MERF: untrusted server; Fed-Avg GAN: trusted
+    server; teachers: trusted aggregator)."""
+    named = run.privacy.get("headline")
     for figure in run_figures(run):
-        if figure.label not in ("no guarantee", VOID) and figure.threat_model != "trusted-sampler":
+        if figure.label in ("no guarantee", VOID, LOCAL_NOISE_ONLY):
+            continue
+        if figure.threat_model == named or (
+            named is None and figure.threat_model != "trusted-sampler"
+        ):
             return figure
     return None
 
@@ -145,6 +156,7 @@ STRATEGY_NAMES = {
     "fedavg-gan": "Fed-Avg GAN",
     "datalens": "DataLens",
     "pate-gan": "PATE-GAN",
+    "dp-merf": "DP-MERF",
 }
 
 
