@@ -240,3 +240,47 @@ def test_steps_still_required_without_planning(capsys):
     del args["--steps"]
     assert run([part for item in args.items() for part in item]) == 2
     assert "--steps" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("missing", ["--clients", "--batch-size"])
+def test_clients_and_batch_size_still_required_for_gswgan(missing, capsys):
+    # fails if making them optional for dp-merf let a GS-WGAN plan run without them
+    args = dict(zip(PAPER_FEDERATED[::2], PAPER_FEDERATED[1::2], strict=True))
+    del args[missing]
+    assert run([part for item in args.items() for part in item]) == 2
+    assert missing in capsys.readouterr().err
+
+
+def test_dp_merf_local_plan_is_one_release_whatever_the_population(capsys):
+    # one Gaussian release per writer: fails if the plan composed K, T, M or B into it, or
+    # calibrated a sigma that misses the target (or is not the smallest within tolerance)
+    from fedgs.privacy.events import mean_embedding_event
+
+    acct = get_accountant("autodp-rdp")
+    assert run(["--strategy", "dp-merf", "--delta", "1e-5", "--target-epsilon", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    sigma, tolerance = out["noise_multiplier"], out["tolerance"]
+    assert (out["threat_model"], out["neighbouring"], out["releases_per_writer"]) == (
+        "untrusted-server",
+        "replace-one",
+        1,
+    )
+    assert acct.epsilon(mean_embedding_event(sigma), 1e-5) <= 3
+    assert acct.epsilon(mean_embedding_event(sigma - tolerance), 1e-5) > 3
+    given = ["--clients", "50", "--steps", "9", "--clients-per-step", "5", "--batch-size", "7"]
+    argv = ["--strategy", "dp-merf", "--delta", "1e-5", "--noise-multiplier", str(sigma)]
+    assert run([*argv, *given, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["epsilon"] == pytest.approx(out["epsilon"])
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--cohort", "30"], ["--secagg-degree", "4"], []],
+    ids=["cohort", "secure-key", "neither-noise-nor-target"],
+)
+def test_dp_merf_local_plan_refuses_secure_options_and_needs_one_noise_input(extra, capsys):
+    argv = ["--strategy", "dp-merf", "--delta", "1e-5", *extra]
+    if extra:
+        argv += ["--target-epsilon", "1"]
+    assert run(argv) == 2
+    assert "error" in capsys.readouterr().err

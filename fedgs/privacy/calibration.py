@@ -6,6 +6,7 @@ bisection brackets the answer sigma* with epsilon(sigma*) <= target < epsilon(si
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from dp_accounting import dp_event
@@ -41,15 +42,6 @@ def calibrate_noise_multiplier(
     Returns the lower end of ``search_range`` if that already meets the target; raises
     ValueError if even its upper end does not.
     """
-    check_delta(delta)
-    if not target_epsilon > 0:
-        raise ValueError(f"target_epsilon must be positive, got {target_epsilon!r}")
-    if not tolerance > 0:
-        raise ValueError(f"tolerance must be positive, got {tolerance!r}")
-    low, high = search_range
-    if not 0 < low < high:
-        raise ValueError(f"search_range must satisfy 0 < low < high, got {search_range!r}")
-    acct = get_accountant(accountant)
     model = UNTRUSTED_SERVER if model == "untrusted" else model
 
     if model == UNTRUSTED_SERVER:
@@ -69,13 +61,47 @@ def calibrate_noise_multiplier(
     else:
         raise ValueError(f"model must be {UNTRUSTED_SERVER!r} or {TRUSTED_SAMPLER!r}")
 
+    return calibrate_event(
+        event,
+        target_epsilon,
+        delta,
+        accountant,
+        tolerance=tolerance,
+        search_range=search_range,
+        describe=model,
+    )
+
+
+def calibrate_event(
+    event: Callable[[float], dp_event.DpEvent],
+    target_epsilon: float,
+    delta: float,
+    accountant: Accountant | str = DEFAULT_ACCOUNTANT,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    search_range: tuple[float, float] = (1e-2, 1e3),
+    describe: str = "",
+) -> float:
+    """Smallest noise multiplier sigma (within ``tolerance``) whose ``event(sigma)`` has epsilon
+    <= target: any mechanism whose privacy loss falls as its one multiplier grows (a GS-WGAN
+    client's queries, one DP-MERF release). ``describe`` names it in the unreachable error."""
+    check_delta(delta)
+    if not target_epsilon > 0:
+        raise ValueError(f"target_epsilon must be positive, got {target_epsilon!r}")
+    if not tolerance > 0:
+        raise ValueError(f"tolerance must be positive, got {tolerance!r}")
+    low, high = search_range
+    if not 0 < low < high:
+        raise ValueError(f"search_range must satisfy 0 < low < high, got {search_range!r}")
+    acct = get_accountant(accountant)
+
     def meets(sigma: float) -> bool:
         return acct.epsilon(event(sigma), delta) <= target_epsilon
 
     if not meets(high):
         raise ValueError(
             f"epsilon {target_epsilon} at delta {delta} is unreachable: even noise multiplier "
-            f"{high} gives epsilon {acct.epsilon(event(high), delta):.4g} ({model}, {acct.name})"
+            f"{high} gives epsilon {acct.epsilon(event(high), delta):.4g} ({describe}, {acct.name})"
         )
     if meets(low):
         return low

@@ -17,8 +17,8 @@ from fedgs.argtypes import number, positive
 from fedgs.privacy.client_sampling import RULES, UNIFORM
 
 _DESCRIPTION = (
-    "User-level privacy (one client = one writer) of a GS-WGAN run, or of a GS-WGAN or Fed-Avg "
-    "GAN run under secure aggregation."
+    "User-level privacy (one client = one writer) of a GS-WGAN run or a DP-MERF release under "
+    "local noise, or of a GS-WGAN, Fed-Avg GAN or DP-MERF run under secure aggregation."
 )
 _EPILOG = """\
 threat models:
@@ -90,13 +90,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--clients", type=_positive_int, required=True, help="K clients")
+    parser.add_argument(
+        "--clients", type=_positive_int, help="K clients (required but for dp-merf's local plan)"
+    )
     parser.add_argument(
         "--steps",
         type=_positive_int,
         help="T generator steps (optional with both --noise-multiplier and --target-epsilon)",
     )
-    parser.add_argument("--batch-size", type=_positive_int, required=True, help="B rows a query")
+    parser.add_argument(
+        "--batch-size", type=_positive_int, help="B rows a query (required as --clients)"
+    )
     parser.add_argument(
         "--noise-multiplier", type=_positive_float, help="sigma (noise std / 2C per row)"
     )
@@ -161,7 +165,8 @@ def _add_secure_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--strategy",
         choices=[a.name for a in ALGORITHMS.values() if a.secure],
-        help="the run's strategy (gswgan)",
+        help="the run's strategy (gswgan); dp-merf without --secure-aggregation plans its "
+        "local-noise release (one per writer: --noise-multiplier or --target-epsilon only)",
     )
     for key, alias in SECURE_KEYS.items():
         name = key.replace("-", "_")
@@ -196,6 +201,11 @@ def run(args: argparse.Namespace) -> int:
     from fedgs.privacy.sampling import simulate_query_counts
     from fedgs.privacy.threat_models import REPLACE_ONE, TRUSTED_SAMPLER, UNTRUSTED_SERVER
 
+    if args.strategy == "dp-merf" and not args.secure_aggregation:
+        return _run_one_release(args)
+    missing = [f"--{n.replace('_', '-')}" for n in ("clients", "batch_size") if not getattr(args, n)]
+    if missing:
+        return _fail(f"the following arguments are required: {', '.join(missing)}")
     if args.secure_aggregation:
         return _run_secure(args)
     given = _secure_options_given(args)
@@ -448,6 +458,56 @@ def _plan_queries(args: argparse.Namespace, acct: Any) -> int:
             f"queries, epsilon {result['epsilon_untrusted_worst_client']:.4g} "
             f"({'within' if result['fits'] else 'PAST'} the target)"
         )
+    return 0
+
+
+def _run_one_release(args: argparse.Namespace) -> int:
+    """--strategy dp-merf under local noise: each writer releases its noised mean embedding
+    once, so its epsilon is one Gaussian release's, whatever K, T or M (untrusted server)."""
+    from fedgs.privacy.accountants import ACCOUNTANT_NAMES, DEFAULT_ACCOUNTANT, get_accountant
+    from fedgs.privacy.calibration import DEFAULT_TOLERANCE, calibrate_event
+    from fedgs.privacy.events import mean_embedding_event
+    from fedgs.privacy.threat_models import REPLACE_ONE, UNTRUSTED_SERVER
+
+    given = [flag for flag in _secure_options_given(args) if flag != "--strategy"]
+    if given:
+        return _fail(f"{', '.join(given)}: for a secure-aggregation plan add --secure-aggregation")
+    name = args.accountant or DEFAULT_ACCOUNTANT
+    if name not in ACCOUNTANT_NAMES:
+        return _fail(f"unknown accountant {name!r}; choose one of {', '.join(ACCOUNTANT_NAMES)}")
+    if (args.noise_multiplier is None) == (args.target_epsilon is None):
+        return _fail("dp-merf: give --noise-multiplier or --target-epsilon (one release each)")
+    acct = get_accountant(name)
+    sigma = args.noise_multiplier
+    if sigma is None:
+        try:
+            sigma = calibrate_event(
+                mean_embedding_event, args.target_epsilon, args.delta, acct, describe="dp-merf"
+            )
+        except ValueError as err:
+            return _fail(str(err), code=1)
+    epsilon = acct.epsilon(mean_embedding_event(sigma), args.delta)
+    result = {
+        "strategy": "dp-merf",
+        "noise_multiplier": sigma,
+        "epsilon": epsilon,
+        "target_epsilon": args.target_epsilon,
+        "delta": args.delta,
+        "threat_model": UNTRUSTED_SERVER,
+        "neighbouring": REPLACE_ONE,
+        "releases_per_writer": 1,
+        "accountant": acct.name,
+        "tolerance": DEFAULT_TOLERANCE if args.noise_multiplier is None else None,
+    }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(
+        f"dp-merf, one release per writer (its clipped mean embedding, noise std 2C*sigma): "
+        f"sigma {sigma:.4f}, epsilon {epsilon:.4g} at delta {args.delta:g} under the "
+        f"{UNTRUSTED_SERVER} threat model, {REPLACE_ONE} writer [{acct.name}]"
+        + ("" if args.target_epsilon is None else f"; target {args.target_epsilon:g}")
+    )
     return 0
 
 
