@@ -16,7 +16,10 @@ from fedgs import cli, recipes
 from fedgs.run_config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = sorted((ROOT / "recipes").glob("*.toml"))
+SHIPPED = sorted((ROOT / "recipes").rglob("*.toml"))
+# privacy-utility grid points: recipes/privacy-utility/<strategy>-<secure|local>-e<EPSILON>.toml
+GRID_POINTS = sorted((ROOT / "recipes" / "privacy-utility").glob("*.toml"))
+GRID_NAME = re.compile(r"(?P<strategy>[a-z-]+?)-(?P<model>secure|local)-e(?P<epsilon>[0-9.]+)")
 # the header line that uses the recipe: `fedgs COMMAND ... --config recipes/NAME.toml`
 COMMAND = re.compile(r"fedgs ([a-z-]+(?: local)?) .*--(?:run-)?config recipes/")
 
@@ -31,6 +34,35 @@ def _command(recipe: Path) -> str:
 def test_recipes_are_shipped() -> None:
     names = {path.stem for path in SHIPPED}
     assert {"first-run", "femnist-e1000", "debug-femnist-e10", "deploy-local"} <= names
+    targets = {GRID_NAME.fullmatch(path.stem)["epsilon"] for path in GRID_POINTS}
+    assert targets == {"1", "3", "10", "100"}
+
+
+def _planned_epsilon(config: RunConfig) -> float:
+    """The epsilon a grid point's run will report, planned as `fedgs privacy` plans it."""
+    from fedgs.privacy.accountants import get_accountant
+    from fedgs.privacy.events import mean_embedding_event
+    from fedgs.privacy.secure_plan import SecureRun
+
+    assert config.strategy == "dp-merf", "plan this strategy's grid points here too"
+    sigma = config.merf_noise_multiplier
+    if not config.secure_aggregation:
+        return get_accountant(config.accountant).epsilon(mean_embedding_event(sigma), config.delta)
+    keys = (("secagg-degree", config.secagg_degree),)
+    run = SecureRun("dp-merf", 1, config.delta, config.accountant, config.client_sampling, keys)
+    return run.step(config.clients_per_step, sigma).headline_epsilon(1)
+
+
+@pytest.mark.parametrize("recipe", GRID_POINTS, ids=lambda path: path.stem)
+def test_each_grid_point_holds_the_epsilon_its_name_says_and_no_more_noise(recipe: Path) -> None:
+    # fails if a point's noise misses its epsilon, or buys a tighter epsilon than its column
+    # (a point at epsilon 0.5 filed under 1 would understate what the method reaches)
+    name = GRID_NAME.fullmatch(recipe.stem)
+    config = RunConfig.from_user_config(recipes.read(recipe))
+    assert config.secure_aggregation == (name["model"] == "secure")
+    assert config.run_dir == f"runs/privacy-utility/{recipe.stem}"
+    target = float(name["epsilon"])
+    assert 0.99 * target <= _planned_epsilon(config) <= target
 
 
 @pytest.mark.parametrize("recipe", SHIPPED, ids=lambda path: path.stem)
