@@ -13,11 +13,12 @@ import html
 import json
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fedgs.evaluation import plots
+from fedgs.evaluation import plots, privacy_utility_table
 from fedgs.evaluation.privacy_figures import (
     EpsilonFigure,
     all_figures,
@@ -25,6 +26,7 @@ from fedgs.evaluation.privacy_figures import (
     headline,
     series_label,
 )
+from fedgs.evaluation.privacy_utility_table import Level, Point
 from fedgs.evaluation.quality_table import LEGEND, NOT_BEATING, header, rows_text
 from fedgs.evaluation.run_files import RunFiles
 
@@ -285,36 +287,94 @@ def _comparison(
             ((c, *(v.get(n) for n in labels)) for c, v in utilities.items()),
         )
         parts.append("<h3>Downstream accuracy per classifier (synthetic → real)</h3>" + table)
-    parts.append(_curve(runs, labels, assets))
+    parts.append(_privacy_utility(runs, labels, assets))
     return "\n".join(parts)
 
 
-def _controls(evaluation: dict[str, Any]) -> list[plots.Control]:
+def _levels(evaluation: dict[str, Any]) -> list[Level]:
+    """The evaluation's controls, in its order (the table lists every one it scored)."""
     return [
-        plots.Control(r["name"], r["cnn_accuracy"], r["mlp_accuracy"])
+        Level(r["name"], r["cnn_accuracy"], r["mlp_accuracy"], r.get("coverage"))
         for r in evaluation.get("quality", {}).get("controls", [])
     ]
 
 
-def _curve(runs: Sequence[RunFiles], labels: Sequence[str], assets: Path) -> str:
-    """The privacy-utility figure and a note naming every run it could not place (no
-    evaluation, no epsilon that holds) and where its control levels come from."""
-    points, controls, notes = [], [], []
+def _coverage(evaluation: dict[str, Any]) -> float | None:
+    """The instrument's coverage, else the score of an evaluation written before it."""
+    row = evaluation.get("quality", {}).get("run", {})
+    return row.get("coverage", evaluation.get("scores", {}).get("coverage"))
+
+
+def _point(
+    run: RunFiles, label: str, evaluation: dict[str, Any], placed: tuple[str, float]
+) -> Point:
+    model, epsilon = placed
+    seed = run.setting("seed")
+    return Point(
+        run=label,
+        series=series_label(run.strategy, model),
+        strategy=run.strategy,
+        threat_model=model,
+        seed=None if seed is None else int(seed),
+        epsilon=epsilon,
+        cnn_accuracy=_accuracy(evaluation, "cnn"),
+        mlp_accuracy=_accuracy(evaluation, "mlp"),
+        coverage=_coverage(evaluation),
+    )
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """What the privacy-utility curve and table are drawn from."""
+
+    points: list[Point]  # every evaluated run with an epsilon that holds
+    levels: list[Level]  # the first evaluated run's controls
+    left_out: list[tuple[str, str]]  # (run, why) for every other run
+    control_notes: list[str]  # where the controls come from, runs scored against other ones
+
+
+def _placed(runs: Sequence[RunFiles], labels: Sequence[str]) -> _Placed:
+    """Each run as a point or left out with the reason; controls from the first evaluation."""
+    points, levels, left_out, notes = [], [], [], []
     for run, label in zip(runs, labels, strict=True):
         evaluation = _evaluation(run)
-        placed = curve_epsilon(run)
+        epsilon = curve_epsilon(run)
         if evaluation is None:
-            notes.append(f"{label}: not drawn, no fedgs evaluate output.")
-        elif placed is None:
-            notes.append(f"{label}: not drawn, no epsilon of it holds.")
+            left_out.append((label, "no fedgs evaluate output"))
+        elif epsilon is None:
+            left_out.append((label, "no epsilon of it holds"))
         else:
-            model, epsilon = placed
-            cnn, mlp = _accuracy(evaluation, "cnn"), _accuracy(evaluation, "mlp")
-            series = series_label(run.strategy, model)
-            points.append(plots.CurvePoint(label, series, model, epsilon, cnn, mlp))
-            notes += _control_note(label, _controls(evaluation), controls)
-            controls = controls or _controls(evaluation)
-    figure = plots.privacy_utility(points, controls, assets / "privacy_utility")
+            points.append(_point(run, label, evaluation, epsilon))
+            notes += _control_note(label, _levels(evaluation), levels)
+            levels = levels or _levels(evaluation)
+    return _Placed(points, levels, left_out, notes)
+
+
+def _privacy_utility(runs: Sequence[RunFiles], labels: Sequence[str], assets: Path) -> str:
+    """The privacy-utility curve and table of the evaluated runs, each naming the runs it
+    could not place."""
+    placed = _placed(runs, labels)
+    drawn = [f"{label}: not drawn, {why}." for label, why in placed.left_out]
+    listed = [f"{label}: not in the table, {why}." for label, why in placed.left_out]
+    curve = _curve(placed.points, placed.levels, drawn + placed.control_notes, assets)
+    return curve + "\n" + _utility_table(placed.points, placed.levels, listed, assets)
+
+
+def _curve(
+    points: Sequence[Point], levels: Sequence[Level], notes: Sequence[str], assets: Path
+) -> str:
+    """The privacy-utility figure and the notes on the runs it could not place and where its
+    control levels come from."""
+    figure = plots.privacy_utility(
+        [
+            plots.CurvePoint(
+                p.run, p.series, p.threat_model, p.epsilon, p.cnn_accuracy, p.mlp_accuracy
+            )
+            for p in points
+        ],
+        [plots.Control(c.name, c.cnn_accuracy, c.mlp_accuracy) for c in levels],
+        assets / "privacy_utility",
+    )
     parts = ["<h3>Privacy-utility curve</h3>"]
     if figure:
         parts.append(_img(figure, "downstream accuracy against each run's epsilon"))
@@ -323,7 +383,30 @@ def _curve(runs: Sequence[RunFiles], labels: Sequence[str], assets: Path) -> str
     return "\n".join(parts)
 
 
-def _control_note(label: str, mine: list[plots.Control], drawn: list[plots.Control]) -> list[str]:
+def _utility_table(
+    points: Sequence[Point], levels: Sequence[Level], left_out: Sequence[str], assets: Path
+) -> str:
+    """The privacy-utility table (CNN accuracy, coverage when measured) as HTML, also written
+    as privacy_utility_table.md and .csv next to the figure for results documents."""
+    parts = ["<h3>Privacy-utility table</h3>"]
+    if points:
+        privacy_utility_table.write(points, levels, left_out, assets / "privacy_utility_table")
+        for metric, title in privacy_utility_table.shown_metrics(points):
+            rows = privacy_utility_table.rows(points, levels, metric)
+            parts.append(
+                f"<h4>{_e(title)}</h4>" + _table(privacy_utility_table.header(points), rows)
+            )
+        parts.append(
+            f'<p class="note">{_e(privacy_utility_table.legend(levels))} Also in '
+            f"{_e(assets.name)}/privacy_utility_table.md and .csv.</p>"
+        )
+    notes = privacy_utility_table.notes(points, left_out)
+    if notes:
+        parts.append(f'<p class="note">{"<br>".join(map(_e, notes))}</p>')
+    return "\n".join(parts)
+
+
+def _control_note(label: str, mine: list[Level], drawn: list[Level]) -> list[str]:
     """Controls are drawn from the first evaluated run; a run scored against other control
     levels (other writers or instrument settings) is flagged: its point is not comparable."""
     if not drawn and mine:
