@@ -117,7 +117,7 @@ def test_score_run(tmp_path: Path) -> None:
     result = json.loads(rows.read_text())
     names = [r["name"] for r in result["rows"]]
     assert names == ["run", "real training writers", "lookup k=1", "lookup k=5",
-                     "untrained generator", "flat grey"]  # fmt: skip
+                     "public fonts", "untrained generator", "flat grey"]  # fmt: skip
     assert result["instrument"]["split"]["clients"] == 3
     assert result["rows"][0]["epsilon"] != "none"  # with its threat model and accountant
     run_row = result["rows"][0]
@@ -125,7 +125,7 @@ def test_score_run(tmp_path: Path) -> None:
     assert run_row["strategy"] == "gswgan" and curve.stat().st_size > 0
     drawn = curve.with_suffix(".csv").read_text().splitlines()
     assert drawn[1].startswith("run,GS-WGAN (untrusted server),untrusted-server,run,")
-    assert sum(line.startswith("control,") for line in drawn) == 4
+    assert sum(line.startswith("control,") for line in drawn) == 5
     assert len(result["rows"][0]["coverage_per_class"]) == 10
     assert "| run |" in out and "bars passed" in out
 

@@ -24,21 +24,24 @@ from fedgs.evaluation.cache import ResultCache
 from fedgs.evaluation.classifiers import fit_torch
 from fedgs.evaluation.evaluate import EvaluationOptions, evaluate_runs
 from fedgs.evaluation.run_files import RunFiles
-from fedgs.metrics.controls import FLOOR
+from fedgs.metrics import controls as controls_module
+from fedgs.metrics.controls import FLOOR, PUBLIC_FONTS
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"samples": 200, "epochs": 1, "score_samples": 100, "grad_norm_samples": 0}
 SMALL_FLAGS = ["--samples", "200", "--epochs", "1", "--score-samples", "100"]
 SMALL_FLAGS += ["--grad-norm-samples", "0"]
-CONTROL_NAMES = [FLOOR, "lookup k=1", "lookup k=5", "untrained generator", "flat grey"]
+CONTROL_NAMES = [FLOOR, "lookup k=1", "lookup k=5", PUBLIC_FONTS, "untrained generator"]
+CONTROL_NAMES += ["flat grey"]
+PUBLIC_FONT_IMAGES = 200  # the public fonts control's set, rendered in seconds (10,000: a minute)
 
 
 @pytest.fixture
 def counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
     """Baselines cached in tmp_path/baselines; every downstream training (classifier and
-    training-set size) and every scoring of the controls (the split's fingerprint) is
-    recorded."""
-    calls: dict[str, list] = {"trained": [], "controls": []}
+    training-set size) and every scoring of controls (the split's fingerprint) is recorded,
+    and the controls scored (their names) under "scored"."""
+    calls: dict[str, list] = {"trained": [], "controls": [], "scored": []}
     folder = tmp_path / "baselines"
     monkeypatch.setattr(evaluate_module, "baselines_cache", lambda: ResultCache(folder))
     accuracy_of = instrument_module.accuracy_of
@@ -49,12 +52,14 @@ def counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
 
     controls = instrument_module.Instrument.controls
 
-    def counting_controls(self):
+    def counting_controls(self, named):
         calls["controls"].append(self.dataset.fingerprint)
-        return controls(self)
+        calls["scored"] += list(named)
+        return controls(self, named)
 
     monkeypatch.setattr(instrument_module, "accuracy_of", counting_accuracy_of)
     monkeypatch.setattr(instrument_module.Instrument, "controls", counting_controls)
+    monkeypatch.setattr(controls_module, "PUBLIC_FONT_IMAGES", PUBLIC_FONT_IMAGES)
     return calls
 
 
@@ -71,10 +76,11 @@ def test_controls_are_cached_per_split_and_settings(tmp_path: Path, counted) -> 
     [result] = evaluate_runs([first], options)
     assert [r["name"] for r in result.quality["controls"]] == CONTROL_NAMES
     assert len(counted["controls"]) == 1
-    # CNN and MLP on 200 images each: the run, the real baseline, the five controls
-    assert sorted(counted["trained"]) == sorted([("cnn", 200), ("mlp", 200)] * 7)
-    entries = sorted(json.loads(p.read_text())["key"]["what"] for p in _baseline_files(tmp_path))
-    assert entries == ["controls", "real-baseline"]
+    # CNN and MLP on 200 images each: the run, the real baseline, the six controls
+    assert sorted(counted["trained"]) == sorted([("cnn", 200), ("mlp", 200)] * 8)
+    keys = [json.loads(p.read_text())["key"] for p in _baseline_files(tmp_path)]
+    assert sorted(k["what"] for k in keys) == ["controls"] * 6 + ["real-baseline"]
+    assert sorted(k["control"] for k in keys if "control" in k) == sorted(CONTROL_NAMES)
 
     # another run on the same split: the controls and the real baseline come from the cache
     counted["trained"].clear()
@@ -83,23 +89,23 @@ def test_controls_are_cached_per_split_and_settings(tmp_path: Path, counted) -> 
     assert counted["trained"] == [("cnn", 200), ("mlp", 200)]  # the run's own classifiers only
     assert again.quality["controls"] == result.quality["controls"]
     assert again.quality["instrument"] == result.quality["instrument"]
-    assert len(_baseline_files(tmp_path)) == 2
+    assert len(_baseline_files(tmp_path)) == 7
 
     # other settings: computed afresh, and cached beside the first ones
     counted["trained"].clear()
     evaluate_runs([second], EvaluationOptions(**SMALL | {"epochs": 2}))
-    assert len(counted["controls"]) == 2 and len(counted["trained"]) == 14
-    assert len(_baseline_files(tmp_path)) == 4
+    assert len(counted["controls"]) == 2 and len(counted["trained"]) == 16
+    assert len(_baseline_files(tmp_path)) == 14
 
     # another split (the run's own 25 clients of the embedded digits): computed afresh
     counted["trained"].clear()
     other = _with_clients(make_run(tmp_path / "other"), 25)
     assert RunFiles.open(other).data_spec().num_clients == 25
     [split25] = evaluate_runs([other], options)
-    assert len(counted["controls"]) == 3 and len(counted["trained"]) == 14
+    assert len(counted["controls"]) == 3 and len(counted["trained"]) == 16
     assert counted["controls"][2] != counted["controls"][0]  # another data fingerprint
     assert split25.quality["instrument"]["split"]["clients"] == 25
-    assert len(_baseline_files(tmp_path)) == 6
+    assert len(_baseline_files(tmp_path)) == 21
 
 
 @pytest.mark.slow
@@ -138,7 +144,7 @@ def test_two_runs_in_one_call(tmp_path: Path, counted, capsys) -> None:
     assert len(counted["controls"]) == 1  # one split, its controls scored once
     for run in runs:
         summary = json.loads((run / "evaluation" / "summary.json").read_text())
-        assert summary["run"] == str(run) and len(summary["quality"]["controls"]) == 5
+        assert summary["run"] == str(run) and len(summary["quality"]["controls"]) == 6
     written = json.loads(rows_file.read_text())
     assert [r["name"] for r in written["rows"]] == ["gs-a", "fa-b", *CONTROL_NAMES]
     gs, fa = written["rows"][:2]

@@ -17,6 +17,7 @@ import pytest
 from evaluation_runs import make_run
 
 from fedgs.cli import main
+from fedgs.metrics import controls as controls_module
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 _PROBE = """<script>
@@ -82,7 +83,10 @@ def test_report_is_self_contained(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_evaluate_then_report_renders_in_chromium(tmp_path: Path) -> None:
+def test_evaluate_then_report_renders_in_chromium(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(controls_module, "PUBLIC_FONT_IMAGES", 200)  # rendered in seconds
     run = make_run(tmp_path / "run", "simulate")
     args = [
         "evaluate",
@@ -109,6 +113,7 @@ def test_evaluate_then_report_renders_in_chromium(tmp_path: Path) -> None:
         "real training writers",
         "lookup k=1",
         "lookup k=5",
+        "public fonts",
         "untrained generator",
         "flat grey",
     ]

@@ -31,6 +31,7 @@ CONTROLS = {
     "real training writers": 0.94,
     "lookup k=1": 0.40,
     "lookup k=5": 0.62,
+    "public fonts": 0.55,
     "untrained generator": 0.12,
     "flat grey": 0.11,
 }
@@ -227,6 +228,7 @@ def test_score_run_rows_carry_numbers_and_draw_the_same_curve(tmp_path: Path, ca
         "real training writers",
         "lookup k=5",
         "lookup k=1",
+        "public fonts",
         "untrained generator",
     ]
 

@@ -111,8 +111,15 @@ class Control:
     mlp: float | None
 
 
-# the controls drawn as reference lines (flat grey sits with the untrained generator at chance)
-CURVE_CONTROLS = ("real training writers", "lookup k=5", "lookup k=1", "untrained generator")
+# the controls drawn as reference lines (flat grey sits with the untrained generator at chance;
+# public fonts only where the run's classes are the digits)
+CURVE_CONTROLS = (
+    "real training writers",
+    "lookup k=5",
+    "lookup k=1",
+    "public fonts",
+    "untrained generator",
+)
 NON_PRIVATE = "non-private (no DP)"
 _CURVE_HEADER = ("kind", "series", "threat_model", "name", "epsilon", "cnn", "mlp")
 _PANELS = (("cnn", "downstream CNN accuracy"), ("mlp", "downstream MLP accuracy"))

@@ -6,21 +6,36 @@ Each control is a sampler ``labels -> images`` (images in [-1, 1]) scored exactl
   perfect samples of the clients' data would score against the evaluation writers);
 - ``lookup k=1`` / ``lookup k=5``: k fixed real training images per class, repeated (a "generator"
   that memorised k images per class; a score that does not beat it measures nothing useful);
+- ``public fonts`` (digit splits only): font digits rendered from matplotlib's fonts
+  (`fedgs.data.public_digits`, the set public pretraining trains on): what public data gives
+  with no private data at all, so a private result is worth something only above it;
 - ``untrained generator``: GS-WGAN's generator at initialisation (seed 0, fedgs default width);
 - ``flat grey``: every pixel at mid-grey.
+
+Every 10-class split fedgs loads is digits with label index = digit (FEMNIST ``digits`` keeps
+LEAF's classes 0-9, the digits '0'-'9'; MNIST and the embedded set are digits), so the public
+fonts control exists exactly where ``num_classes`` is 10.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
+from typing import Any
 
 import torch
 
+from fedgs.data.public_digits import NUM_CLASSES as DIGITS
+from fedgs.data.public_digits import RENDER_VERSION, cached_digits
 from fedgs.models import ConditionalResNetGenerator
+from fedgs.training.public_pretraining import PUBLIC_IMAGES
 
 Sampler = Callable[[torch.Tensor], torch.Tensor]
 LOOKUP_SIZES = (1, 5)
 FLOOR = "real training writers"
+PUBLIC_FONTS = "public fonts"
+PUBLIC_FONT_IMAGES = PUBLIC_IMAGES  # the public pretraining set's size, rendered at seed 0
+PUBLIC_FONT_SEED = 0
 
 
 def _per_class_rows(labels: torch.Tensor, num_classes: int, seed: int) -> list[torch.Tensor]:
@@ -58,6 +73,29 @@ def lookup_sampler(
     return real_sampler(images[kept], kept_labels, num_classes, seed)
 
 
+def public_fonts_sampler(count: int, seed: int = 0) -> Sampler:
+    """Distinct public font digits of each requested digit in a seeded order, as `real_sampler`
+    draws real ones; the set is loaded (rendered once per machine, ~1 minute) at the first draw
+    only, so a control row read from the cache costs nothing."""
+
+    @cache
+    def drawn() -> Sampler:
+        return real_sampler(*cached_digits(count, seed), DIGITS, seed)
+
+    def sample(requested: torch.Tensor) -> torch.Tensor:
+        return drawn()(requested)
+
+    return sample
+
+
+def provenance(name: str) -> dict[str, Any]:
+    """What a control's row depends on besides the split and the instrument's settings (part of
+    its cache key): the public fonts row also on the rendered set, the others on nothing more."""
+    if name != PUBLIC_FONTS:
+        return {}
+    return {"public_digits": [RENDER_VERSION, PUBLIC_FONT_IMAGES, PUBLIC_FONT_SEED]}
+
+
 def untrained_sampler(num_classes: int, width: int = 16, z_dim: int = 10, seed: int = 0) -> Sampler:
     """GS-WGAN's generator as initialised with ``seed`` (fedgs's default width 16)."""
     with torch.random.fork_rng(devices=[]):
@@ -81,11 +119,14 @@ def grey_sampler(requested: torch.Tensor) -> torch.Tensor:
 
 
 def controls(training: tuple[torch.Tensor, torch.Tensor], num_classes: int) -> dict[str, Sampler]:
-    """The controls, in table order, built from the clients' (training writers') images."""
+    """The controls, in table order, built from the clients' (training writers') images (and
+    public fonts where the classes are the 10 digits)."""
     images, labels = training
     named: dict[str, Sampler] = {FLOOR: real_sampler(images, labels, num_classes)}
     for k in LOOKUP_SIZES:
         named[f"lookup k={k}"] = lookup_sampler(images, labels, num_classes, k)
+    if num_classes == DIGITS:
+        named[PUBLIC_FONTS] = public_fonts_sampler(PUBLIC_FONT_IMAGES, PUBLIC_FONT_SEED)
     named["untrained generator"] = untrained_sampler(num_classes)
     named["flat grey"] = grey_sampler
     return named
