@@ -13,9 +13,8 @@ benchmarks/ and the commands in results/log/. It adds:
   `fedgs report`'s plotting function, PNG and CSV side by side; runs whose folders share a name
   (e.g. OUT_SEED0/gs-e10 and OUT_SEED1/gs-e10) are seeds of one setting: the curve goes through
   their mean and marks each seed. --curve-from adds the points of an earlier figure's CSV (and
-  its controls where this invocation scores none);
-- ``--public-control``: the public font digits that --public-pretrain-steps trains G on, scored
-  as one more control (never cached).
+  its controls where this invocation scores none).
+The public font digits are one of the instrument's own controls ("public fonts") on digit splits.
 
 Usage: python benchmarks/score_run.py [RUN_DIR ...] [--data-dir DIR] [--clients N]
        [--samples 10000] [--feature-samples 2000] [--epochs 5] [--no-controls]
@@ -47,7 +46,6 @@ from fedgs.evaluation.evaluate import EvaluationOptions, Split, evaluate_runs  #
 from fedgs.evaluation.run_files import DataSpec  # noqa: E402
 
 __all__ = ["CONTROL", "curve", "earlier_rows", "epsilon_text", "main", "privacy_fields"]
-PUBLIC_CONTROL = "public font digits"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -65,12 +63,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--feature-samples", type=int, default=2_000)
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--no-controls", action="store_true", help="score the runs only")
-    p.add_argument(
-        "--public-control",
-        action="store_true",
-        help="also score the public font digits that --public-pretrain-steps trains G on: what "
-        "public data alone reaches, for runs that used it",
-    )
     p.add_argument("--rows", type=Path, nargs="+", default=[], help="earlier --json files")
     p.add_argument("--json", type=Path, help="write every row here")
     p.add_argument("--curve", type=Path, help="draw the privacy-utility figure here (PNG)")
@@ -110,13 +102,6 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as error:
         raise SystemExit(str(error)) from None
     rows += control_rows(split.controls)
-    if a.public_control:
-        from fedgs.data.public_digits import cached_digits
-        from fedgs.metrics.controls import real_sampler
-        from fedgs.training.public_pretraining import PUBLIC_IMAGES
-
-        public = real_sampler(*cached_digits(PUBLIC_IMAGES), split.dataset.num_classes)
-        rows += control_rows([split.instrument.score(PUBLIC_CONTROL, public).row])
     if a.json:
         write_json(a.json, record, rows)
     print(table(rows))
