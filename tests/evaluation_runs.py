@@ -24,6 +24,16 @@ from fedgs.training.fedavg_gan import build_models
 from fedgs.training.hparams import FedAvgGANConfig, GSWGANConfig
 from fedgs.training.run_dir import RunDirectory
 
+# control levels (CNN accuracy) of a fabricated evaluation, in the instrument's table order
+CONTROL_LEVELS = {
+    "real training writers": 0.94,
+    "lookup k=1": 0.40,
+    "lookup k=5": 0.62,
+    "public fonts": 0.55,
+    "untrained generator": 0.12,
+    "flat grey": 0.11,
+}
+
 CONFIG = GSWGANConfig(batch_size=8, generator_width=4, critic_width=4, critic_steps=1)
 STEPS = 3
 FORMATS = ("simulate", "centralized", "centralized-v0", "fedavg-gan", "pate-gan")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
-from evaluation_runs import make_run, without_noise, write_evaluation
+from evaluation_runs import CONTROL_LEVELS, make_run, without_noise, write_evaluation
 
 from fedgs.evaluation.plots import (
     CURVE_CONTROLS,
@@ -27,14 +27,7 @@ from fedgs.evaluation.privacy_figures import curve_epsilon, headline, run_figure
 from fedgs.evaluation.report import write_report
 from fedgs.evaluation.run_files import RunFiles
 
-CONTROLS = {
-    "real training writers": 0.94,
-    "lookup k=1": 0.40,
-    "lookup k=5": 0.62,
-    "public fonts": 0.55,
-    "untrained generator": 0.12,
-    "flat grey": 0.11,
-}
+CONTROLS = CONTROL_LEVELS
 GSWGAN = "GS-WGAN (untrusted server)"
 FEDAVG = "Fed-Avg GAN (trusted server)"
 

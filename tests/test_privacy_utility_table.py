@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 
 import pytest
-from evaluation_runs import make_run, without_noise, write_evaluation
+from evaluation_runs import CONTROL_LEVELS, make_run, without_noise, write_evaluation
 
 from fedgs.evaluation.privacy_utility_table import (
     BEYOND,
@@ -26,13 +26,7 @@ from fedgs.evaluation.privacy_utility_table import (
 )
 from fedgs.evaluation.report import write_report
 
-CONTROLS = {
-    "real training writers": 0.94,
-    "lookup k=1": 0.40,
-    "lookup k=5": 0.62,
-    "public fonts": 0.55,
-    "untrained generator": 0.12,
-}
+CONTROLS = {n: a for n, a in CONTROL_LEVELS.items() if n != "flat grey"}
 LEVELS = [Level(n, a, a, a / 10) for n, a in CONTROLS.items()]
 GSWGAN = "GS-WGAN (untrusted server)"
 SECURE = "GS-WGAN (secure aggregation)"
