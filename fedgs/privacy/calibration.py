@@ -103,6 +103,14 @@ def calibrate_event(
             f"epsilon {target_epsilon} at delta {delta} is unreachable: even noise multiplier "
             f"{high} gives epsilon {acct.epsilon(event(high), delta):.4g} ({describe}, {acct.name})"
         )
+    return bisect_multiplier(meets, low, high, tolerance)
+
+
+def bisect_multiplier(
+    meets: Callable[[float], bool], low: float, high: float, tolerance: float
+) -> float:
+    """The smallest multiplier in [low, high] (within ``tolerance``) that ``meets`` the target,
+    for a ``meets`` monotone in it and true at ``high`` (each caller says why when it is not)."""
     if meets(low):
         return low
     while high - low > tolerance:  # invariant: low misses the target, high meets it

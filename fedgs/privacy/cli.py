@@ -203,7 +203,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.strategy == "dp-merf" and not args.secure_aggregation:
         return _run_one_release(args)
-    missing = [f"--{n.replace('_', '-')}" for n in ("clients", "batch_size") if not getattr(args, n)]
+    given = {"--clients": args.clients, "--batch-size": args.batch_size}
+    missing = [flag for flag, value in given.items() if value is None]
     if missing:
         return _fail(f"the following arguments are required: {', '.join(missing)}")
     if args.secure_aggregation:

@@ -22,7 +22,7 @@ from dp_accounting import dp_event
 
 from fedgs.algorithms import ALGORITHMS
 from fedgs.privacy.accountants import get_accountant
-from fedgs.privacy.calibration import DEFAULT_TOLERANCE
+from fedgs.privacy.calibration import DEFAULT_TOLERANCE, bisect_multiplier
 from fedgs.privacy.client_ledger import signature_epsilon
 from fedgs.privacy.distributed_accounting import (
     distributed_epsilon,
@@ -191,9 +191,4 @@ def calibrate(
             f"{run.config(cohort, high).secagg_bits}-bit grid sets a floor: raise secagg-bits, or "
             "plan fewer queries)"
         )
-    if meets(low):
-        return low
-    while high - low > tolerance:  # invariant: low misses the target, high meets it
-        middle = (low + high) / 2
-        low, high = (low, middle) if meets(middle) else (middle, high)
-    return high
+    return bisect_multiplier(meets, low, high, tolerance)
