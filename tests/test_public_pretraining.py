@@ -92,3 +92,50 @@ def test_privacy_json_and_summary_say_when_public_data_was_used():
     assert not any("public data" in line for line in _privacy_lines(privacy))
     lines = _privacy_lines(privacy | public_data_record(300))
     assert any("public data: G pre-trained for 300 steps" in line for line in lines)
+
+
+def test_pretrained_generator_is_cached_per_initial_weights_and_settings(tmp_path):
+    """The second run with the same seed reads G from the cache and ends where the first did;
+    another initial G or other phase settings train anew (the cache cannot hand a run a G
+    pre-trained for someone else's settings)."""
+    import fedgs.training.public_pretraining as phase
+
+    config = GSWGANConfig(batch_size=4, generator_width=4, critic_width=4)
+    phase.PUBLIC_IMAGES, saved = 20, phase.PUBLIC_IMAGES
+    try:
+        first = GeneratorTrainer(10, config, seed=0)
+        before = torch.get_rng_state()
+        done = phase.pretrain_on_public_digits(first, steps=2, seed=0, cache_dir=tmp_path)
+        assert not done.cached
+        assert torch.equal(torch.get_rng_state(), before)  # a hit and a miss: same global RNG
+        (stored,) = (tmp_path / "public_pretraining").glob("generator-*.pt")
+        assert not list(stored.parent.glob("*.tmp"))
+
+        again = GeneratorTrainer(10, config, seed=0)
+        hit = phase.pretrain_on_public_digits(again, steps=2, seed=0, cache_dir=tmp_path)
+        assert hit.cached and hit.steps == 2 and hit.images == 20
+        for a, b in zip(first.generator.parameters(), again.generator.parameters(), strict=True):
+            assert torch.equal(a, b)
+        assert not again.optimizer.state  # restarted as after a trained phase
+
+        noisier = replace_config(config, noise_multiplier=5.0)  # private settings: same G
+        assert phase.pretrain_on_public_digits(
+            GeneratorTrainer(10, noisier, seed=0), steps=2, seed=0, cache_dir=tmp_path
+        ).cached
+        other_init = GeneratorTrainer(10, config, seed=1)
+        assert not phase.pretrain_on_public_digits(
+            other_init, steps=2, seed=0, cache_dir=tmp_path
+        ).cached
+        wider = GeneratorTrainer(10, replace_config(config, critic_width=8), seed=0)
+        assert not phase.pretrain_on_public_digits(
+            wider, steps=2, seed=0, cache_dir=tmp_path
+        ).cached
+        assert len(list((tmp_path / "public_pretraining").glob("generator-*.pt"))) == 3
+    finally:
+        phase.PUBLIC_IMAGES = saved
+
+
+def replace_config(config: GSWGANConfig, **changes: object) -> GSWGANConfig:
+    from dataclasses import replace
+
+    return replace(config, **changes)
