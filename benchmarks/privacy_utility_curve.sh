@@ -14,8 +14,10 @@
 # 1e-5 --target-epsilon E --client-sampling least-queried`; untrusted-server epsilon); one
 # uniform-sampling GS-WGAN run at sigma 0.5812 (17 queries of the most-queried client, epsilon
 # 1000) as the lever's comparison; Fed-Avg GAN for 300 rounds of 10 expected clients of 100
-# (trusted-server epsilon, autodp RDP; z for a target: fedavg_round_event composed 300 times,
-# bisected). --target-epsilon stops a run that would pass E before its budget ends. Runs that
+# (trusted-server epsilon, autodp RDP; z planned under the continuous-Gaussian accountant of the
+# time: today `fedgs privacy --strategy fedavg-gan --clients 100 --clients-per-step 10 --steps 300
+# --delta 1e-5 --target-epsilon E` plans it, and gives larger z for the discrete noise).
+# --target-epsilon stops a run that would pass E before its budget ends. Runs that
 # already have a privacy.json are skipped.
 set -euo pipefail
 OUT=${1:?usage: privacy_utility_curve.sh OUT [MINUTES] [SEED]}

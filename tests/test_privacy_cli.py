@@ -284,3 +284,48 @@ def test_dp_merf_local_plan_refuses_secure_options_and_needs_one_noise_input(ext
         argv += ["--target-epsilon", "1"]
     assert run(argv) == 2
     assert "error" in capsys.readouterr().err
+
+
+FEDAVG_TRUSTED = ["--strategy", "fedavg-gan", "--clients", "100", "--clients-per-step", "10"]
+FEDAVG_TRUSTED += ["--steps", "60", "--delta", "1e-5"]
+
+
+def test_fedavg_trusted_plan_is_what_the_runs_ledger_reports(capsys):
+    # the plan must be the ledger's own figure after the same rounds (fails if it planned a
+    # GS-WGAN query, forgot the sampling or the rounds) and its z the smallest within tolerance
+    from fedgs.privacy.fedavg_ledger import FedAvgLedger
+
+    assert run([*FEDAVG_TRUSTED, "--target-epsilon", "5", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["threat_model"], out["neighbouring"]) == ("trusted-server", "add-remove")
+    assert (out["rounds"], out["sampling_rate"]) == (60, 0.1)
+
+    def ledger_epsilon(z: float) -> float:
+        ledger = FedAvgLedger(z)
+        for _ in range(60):
+            ledger.record_round(10, 100)
+        return ledger.epsilon(1e-5)
+
+    z, tolerance = out["noise_multiplier"], out["tolerance"]
+    assert ledger_epsilon(z) == pytest.approx(out["epsilon"]) and out["epsilon"] <= 5
+    assert ledger_epsilon(z - tolerance) > 5
+    assert run([*FEDAVG_TRUSTED, "--noise-multiplier", str(z)]) == 0
+    text = capsys.readouterr().out
+    assert "trusted-server threat model only" in text and "add-remove" in text
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ["--cohort", "20"],
+        ["--clients-per-step", "101"],
+        ["--target-epsilon", "5", "--noise-multiplier", "2"],
+    ],
+    ids=["secure-option", "more-per-round-than-clients", "both-noise-inputs"],
+)
+def test_fedavg_trusted_plan_refuses_bad_input(change, capsys):
+    argv = [*FEDAVG_TRUSTED, *change]
+    if "--target-epsilon" not in change and "--noise-multiplier" not in change:
+        argv += ["--target-epsilon", "5"]
+    assert run(argv) == 2
+    assert "error" in capsys.readouterr().err

@@ -18,7 +18,8 @@ from fedgs.privacy.client_sampling import RULES, UNIFORM
 
 _DESCRIPTION = (
     "User-level privacy (one client = one writer) of a GS-WGAN run or a DP-MERF release under "
-    "local noise, or of a GS-WGAN, Fed-Avg GAN or DP-MERF run under secure aggregation."
+    "local noise, of a Fed-Avg GAN run under a trusted server, or of a GS-WGAN, Fed-Avg GAN or "
+    "DP-MERF run under secure aggregation."
 )
 _EPILOG = """\
 threat models:
@@ -166,7 +167,9 @@ def _add_secure_arguments(parser: argparse.ArgumentParser) -> None:
         "--strategy",
         choices=[a.name for a in ALGORITHMS.values() if a.secure],
         help="the run's strategy (gswgan); dp-merf without --secure-aggregation plans its "
-        "local-noise release (one per writer: --noise-multiplier or --target-epsilon only)",
+        "local-noise release (one per writer: --noise-multiplier or --target-epsilon only); "
+        "fedavg-gan without it the trusted-server DP-FedAvg of --steps rounds of "
+        "--clients-per-step expected clients of --clients",
     )
     for key, alias in SECURE_KEYS.items():
         name = key.replace("-", "_")
@@ -203,6 +206,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.strategy == "dp-merf" and not args.secure_aggregation:
         return _run_one_release(args)
+    if args.strategy == "fedavg-gan" and not args.secure_aggregation:
+        return _run_fedavg_trusted(args)
     given = {"--clients": args.clients, "--batch-size": args.batch_size}
     missing = [flag for flag, value in given.items() if value is None]
     if missing:
@@ -507,6 +512,72 @@ def _run_one_release(args: argparse.Namespace) -> int:
         f"dp-merf, one release per writer (its clipped mean embedding, noise std 2C*sigma): "
         f"sigma {sigma:.4f}, epsilon {epsilon:.4g} at delta {args.delta:g} under the "
         f"{UNTRUSTED_SERVER} threat model, {REPLACE_ONE} writer [{acct.name}]"
+        + ("" if args.target_epsilon is None else f"; target {args.target_epsilon:g}")
+    )
+    return 0
+
+
+def _run_fedavg_trusted(args: argparse.Namespace) -> int:
+    """--strategy fedavg-gan without secure aggregation: DP-FedAvg as a Fed-Avg GAN run accounts
+    it, T rounds each Poisson-sampling clients at q = M / K with one Gaussian of multiplier z on
+    the clipped sum (trusted server: clients send unnoised deltas; add/remove-one client)."""
+    from dp_accounting import dp_event
+
+    from fedgs.privacy.accountants import ACCOUNTANT_NAMES, DEFAULT_ACCOUNTANT, get_accountant
+    from fedgs.privacy.calibration import DEFAULT_TOLERANCE, calibrate_event
+    from fedgs.privacy.events import fedavg_round_event
+    from fedgs.privacy.threat_models import ADD_REMOVE, TRUSTED_SERVER
+
+    given = [flag for flag in _secure_options_given(args) if flag != "--strategy"]
+    if given:
+        return _fail(f"{', '.join(given)}: for a secure-aggregation plan add --secure-aggregation")
+    name = args.accountant or DEFAULT_ACCOUNTANT
+    if name not in ACCOUNTANT_NAMES:
+        return _fail(f"unknown accountant {name!r}; choose one of {', '.join(ACCOUNTANT_NAMES)}")
+    if args.clients is None or args.steps is None:
+        return _fail("fedavg-gan: give --clients K and --steps T (rounds)")
+    if args.clients_per_step > args.clients:
+        return _fail(f"--clients-per-step {args.clients_per_step} > --clients {args.clients}")
+    if (args.noise_multiplier is None) == (args.target_epsilon is None):
+        return _fail("fedavg-gan: give --noise-multiplier or --target-epsilon")
+    acct = get_accountant(name)
+
+    def rounds(z: float) -> dp_event.DpEvent:
+        one = fedavg_round_event(args.clients_per_step, args.clients, z)
+        return dp_event.SelfComposedDpEvent(one, args.steps)
+
+    z = args.noise_multiplier
+    if z is None:
+        try:
+            z = calibrate_event(
+                rounds, args.target_epsilon, args.delta, acct, describe="fedavg-gan"
+            )
+        except ValueError as err:
+            return _fail(str(err), code=1)
+    epsilon = acct.epsilon(rounds(z), args.delta)
+    result = {
+        "strategy": "fedavg-gan",
+        "noise_multiplier": z,
+        "epsilon": epsilon,
+        "target_epsilon": args.target_epsilon,
+        "delta": args.delta,
+        "threat_model": TRUSTED_SERVER,
+        "neighbouring": ADD_REMOVE,
+        "clients": args.clients,
+        "clients_per_round": args.clients_per_step,
+        "sampling_rate": args.clients_per_step / args.clients,
+        "rounds": args.steps,
+        "accountant": acct.name,
+        "tolerance": DEFAULT_TOLERANCE if args.noise_multiplier is None else None,
+    }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(
+        f"fedavg-gan (DP-FedAvg on the critic), {args.steps} rounds of Poisson-sampled clients "
+        f"(q = {args.clients_per_step}/{args.clients}): fedavg-noise-multiplier {z:.4f}, epsilon "
+        f"{epsilon:.4g} at delta {args.delta:g} under the {TRUSTED_SERVER} threat model only "
+        f"(clients send unnoised deltas), {ADD_REMOVE} client [{acct.name}]"
         + ("" if args.target_epsilon is None else f"; target {args.target_epsilon:g}")
     )
     return 0
