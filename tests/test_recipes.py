@@ -22,9 +22,11 @@ SHIPPED = sorted((ROOT / "recipes").rglob("*.toml"))
 # privacy-utility grid points: recipes/privacy-utility/<strategy>-<secure|local>-e<EPSILON>.toml
 GRID_POINTS = sorted((ROOT / "recipes" / "privacy-utility").glob("*.toml"))
 # the grid's population: every digit writer of the complete FEMNIST set (`fedgs data`), whom the
-# strategies with many steps (GS-WGAN) query a planned number of times each
+# strategies with many steps (GS-WGAN, Fed-Avg GAN) query a planned number of times each
 GRID_WRITERS = 2824
-GRID_NAME = re.compile(r"(?P<strategy>[a-z-]+?)-(?P<model>secure|local)-e(?P<epsilon>[0-9.]+)")
+GRID_NAME = re.compile(
+    r"(?P<strategy>[a-z-]+?)-(?P<model>secure|local|trusted)-e(?P<epsilon>[0-9.]+)"
+)
 # the header line that uses the recipe: `fedgs COMMAND ... --config recipes/NAME.toml`
 COMMAND = re.compile(r"fedgs ([a-z-]+(?: local)?) .*--(?:run-)?config recipes/")
 
@@ -49,8 +51,8 @@ def _planned_epsilon(config: RunConfig) -> float:
     from fedgs.privacy.events import mean_embedding_event
     from fedgs.privacy.secure_plan import SecureRun
 
-    if config.strategy == "gswgan":
-        return _planned_gswgan_epsilon(config)
+    if config.strategy in ("gswgan", "fedavg-gan"):
+        return _planned_epsilon_of_many_steps(config)
     assert config.strategy == "dp-merf", "plan this strategy's grid points here too"
     sigma = config.merf_noise_multiplier
     if not config.secure_aggregation:
@@ -60,27 +62,31 @@ def _planned_epsilon(config: RunConfig) -> float:
     return run.step(config.clients_per_step, sigma).headline_epsilon(1)
 
 
-def _planned_gswgan_epsilon(config: RunConfig) -> float:
-    """`fedgs privacy --json` on the grid's population, the most-queried writer's epsilon."""
+def _planned_epsilon_of_many_steps(config: RunConfig) -> float:
+    """`fedgs privacy --json` on the grid's population: the most-queried writer's epsilon."""
     argv = ["privacy", "--json", "--clients", str(GRID_WRITERS), "--steps", str(config.steps)]
     argv += ["--batch-size", str(config.batch_size), "--delta", str(config.delta)]
-    argv += ["--noise-multiplier", str(config.noise_multiplier)]
-    argv += ["--client-sampling", config.client_sampling]
-    if config.secure_aggregation:
-        argv += ["--secure-aggregation", "--cohort", str(config.clients_per_step)]
+    if config.strategy == "fedavg-gan":
+        noise, per_step = config.fedavg_noise_multiplier, config.fedavg_clients_per_round
+        argv += ["--strategy", "fedavg-gan"]
+        if config.secure_aggregation:
+            argv += ["--fedavg-models", config.fedavg_models]
     else:
-        argv += ["--clients-per-step", str(config.clients_per_step)]
+        noise, per_step = config.noise_multiplier, config.clients_per_step
+        argv += ["--client-sampling", config.client_sampling]
+    argv += ["--noise-multiplier", str(noise)]
+    if config.secure_aggregation:
+        argv += ["--secure-aggregation", "--cohort", str(per_step)]
+    else:
+        argv += ["--clients-per-step", str(per_step)]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         args = cli.parse(argv)
         assert args.handler(args) == 0
     plan = json.loads(printed.getvalue())
-    key = (
-        "epsilon_secure_aggregation"
-        if config.secure_aggregation
-        else "epsilon_untrusted_worst_client"
-    )
-    return plan[key]
+    if config.secure_aggregation:
+        return plan["epsilon_secure_aggregation"]
+    return plan["epsilon" if config.strategy == "fedavg-gan" else "epsilon_untrusted_worst_client"]
 
 
 @pytest.mark.parametrize("recipe", GRID_POINTS, ids=lambda path: path.stem)
