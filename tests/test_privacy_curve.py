@@ -252,3 +252,37 @@ def test_an_earlier_figure_is_redrawn_with_new_runs(tmp_path: Path) -> None:
         [new, level | {"epsilon": score_run.CONTROL}], tmp_path / "n2.png", tmp_path / "old.csv"
     )
     assert read_curve_csv(tmp_path / "n2.csv")[1] == [Control("lookup k=5", 0.1, 0.1)]
+
+
+def test_runs_in_one_table_column_are_one_setting_on_the_curve() -> None:
+    """Seeds of a grid point live in folders of different names (e10-s0, e10-s1): with the
+    table's column as their setting the curve passes through their mean, as the table's cell
+    does, instead of zig-zagging between them; fails if `setting` were ignored."""
+    points = [
+        CurvePoint("e10-s0", GSWGAN, "untrusted-server", 9.98, 0.60, None, "10"),
+        CurvePoint("e10-s1", GSWGAN, "untrusted-server", 9.98, 0.70, None, "10"),
+        CurvePoint("e100-s0", GSWGAN, "untrusted-server", 99.9, 0.80, None, "100"),
+    ]
+    fig, ax = plt.subplots()
+    _curve_panel(ax, points, [], "cnn")
+    curve = next(line for line in ax.lines if line.get_marker() == "o")
+    assert list(curve.get_ydata()) == pytest.approx([0.65, 0.80])
+    plt.close(fig)
+
+
+def test_the_report_gives_each_run_its_table_column_as_setting() -> None:
+    from fedgs.evaluation.privacy_utility_table import BEYOND, Point
+    from fedgs.evaluation.report import _curve_setting
+
+    def point(epsilon: float) -> Point:
+        return Point("r", GSWGAN, "gswgan", "untrusted-server", 0, epsilon, 0.5, 0.5, None)
+
+    assert [_curve_setting(point(e)) for e in (0.9998, 2.999, 9.982, 99.94)] == [
+        "1",
+        "3",
+        "10",
+        "100",
+    ]
+    # far-apart epsilons beyond the grid and runs without noise keep their own names
+    assert BEYOND != "" and _curve_setting(point(998.0)) == ""
+    assert _curve_setting(point(math.inf)) == ""

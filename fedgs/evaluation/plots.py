@@ -91,8 +91,9 @@ def training_curves(run: RunFiles, stem: Path) -> Path | None:
 class CurvePoint:
     """One run on the privacy-utility figure; ``series`` groups runs of one strategy under one
     threat model (only those are one curve), ``epsilon`` inf = trained without noise.
-    Points of one series with the same ``run`` name are seeds of one setting (e.g. folders
-    OUT_SEED0/gs-e10 and OUT_SEED1/gs-e10): the curve goes through their mean and marks each."""
+    Points of one series with the same ``setting`` (default: the same ``run`` name, e.g.
+    folders OUT_SEED0/gs-e10 and OUT_SEED1/gs-e10) are seeds of one setting: the curve goes
+    through their mean and marks each."""
 
     run: str
     series: str
@@ -100,6 +101,7 @@ class CurvePoint:
     epsilon: float
     cnn: float | None
     mlp: float | None
+    setting: str = ""
 
 
 @dataclass(frozen=True)
@@ -244,7 +246,7 @@ def _seed_means(points: Sequence[CurvePoint], key: str) -> list[tuple[float, flo
     epsilons differ where a run is stopped by its wall-clock budget; inf stays inf)."""
     settings: dict[str, list[CurvePoint]] = {}
     for point in points:
-        settings.setdefault(point.run, []).append(point)
+        settings.setdefault(point.setting or point.run, []).append(point)
     return [
         (
             sum(p.epsilon for p in seeds) / len(seeds),

@@ -368,7 +368,13 @@ def _curve(
     figure = plots.privacy_utility(
         [
             plots.CurvePoint(
-                p.run, p.series, p.threat_model, p.epsilon, p.cnn_accuracy, p.mlp_accuracy
+                p.run,
+                p.series,
+                p.threat_model,
+                p.epsilon,
+                p.cnn_accuracy,
+                p.mlp_accuracy,
+                _curve_setting(p),
             )
             for p in points
         ],
@@ -381,6 +387,14 @@ def _curve(
     if notes:
         parts.append(f'<p class="note">{"<br>".join(map(_e, notes))}</p>')
     return "\n".join(parts)
+
+
+def _curve_setting(point: Point) -> str:
+    """Which runs the curve averages: those of one of the table's epsilon columns (the seeds of
+    a grid point, whatever their folders are called), as the table's cell does; runs beyond the
+    last column or without noise by their own name (their epsilons may lie far apart)."""
+    key = privacy_utility_table.column(point.epsilon)
+    return "" if key in (privacy_utility_table.BEYOND, privacy_utility_table.NO_NOISE) else key
 
 
 def _utility_table(
