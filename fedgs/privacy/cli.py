@@ -467,13 +467,14 @@ def _plan_queries(args: argparse.Namespace, acct: Any) -> int:
     return 0
 
 
-def _run_one_release(args: argparse.Namespace) -> int:
-    """--strategy dp-merf under local noise: each writer releases its noised mean embedding
-    once, so its epsilon is one Gaussian release's, whatever K, T or M (untrusted server)."""
+def _plan_one_event(
+    args: argparse.Namespace, strategy: str, event: Callable[[float], Any]
+) -> dict[str, Any] | int:
+    """The plan of a strategy whose whole privacy is ``event(multiplier)``: the multiplier
+    (given, or calibrated to --target-epsilon), its epsilon and how it was computed; an exit
+    code on bad input."""
     from fedgs.privacy.accountants import ACCOUNTANT_NAMES, DEFAULT_ACCOUNTANT, get_accountant
     from fedgs.privacy.calibration import DEFAULT_TOLERANCE, calibrate_event
-    from fedgs.privacy.events import mean_embedding_event
-    from fedgs.privacy.threat_models import REPLACE_ONE, UNTRUSTED_SERVER
 
     given = [flag for flag in _secure_options_given(args) if flag != "--strategy"]
     if given:
@@ -482,39 +483,54 @@ def _run_one_release(args: argparse.Namespace) -> int:
     if name not in ACCOUNTANT_NAMES:
         return _fail(f"unknown accountant {name!r}; choose one of {', '.join(ACCOUNTANT_NAMES)}")
     if (args.noise_multiplier is None) == (args.target_epsilon is None):
-        return _fail("dp-merf: give --noise-multiplier or --target-epsilon (one release each)")
+        return _fail(f"{strategy}: give --noise-multiplier or --target-epsilon")
     acct = get_accountant(name)
     sigma = args.noise_multiplier
     if sigma is None:
         try:
-            sigma = calibrate_event(
-                mean_embedding_event, args.target_epsilon, args.delta, acct, describe="dp-merf"
-            )
+            sigma = calibrate_event(event, args.target_epsilon, args.delta, acct, describe=strategy)
         except ValueError as err:
             return _fail(str(err), code=1)
-    epsilon = acct.epsilon(mean_embedding_event(sigma), args.delta)
-    result = {
-        "strategy": "dp-merf",
+    return {
+        "strategy": strategy,
         "noise_multiplier": sigma,
-        "epsilon": epsilon,
+        "epsilon": acct.epsilon(event(sigma), args.delta),
         "target_epsilon": args.target_epsilon,
         "delta": args.delta,
-        "threat_model": UNTRUSTED_SERVER,
-        "neighbouring": REPLACE_ONE,
-        "releases_per_writer": 1,
         "accountant": acct.name,
         "tolerance": DEFAULT_TOLERANCE if args.noise_multiplier is None else None,
     }
+
+
+def _print_plan(args: argparse.Namespace, plan: dict[str, Any], line: str) -> int:
+    """One JSON object with --json, else the plan's line and its target."""
     if args.json:
-        print(json.dumps(result))
-        return 0
-    print(
-        f"dp-merf, one release per writer (its clipped mean embedding, noise std 2C*sigma): "
-        f"sigma {sigma:.4f}, epsilon {epsilon:.4g} at delta {args.delta:g} under the "
-        f"{UNTRUSTED_SERVER} threat model, {REPLACE_ONE} writer [{acct.name}]"
-        + ("" if args.target_epsilon is None else f"; target {args.target_epsilon:g}")
-    )
+        print(json.dumps(plan))
+    else:
+        target = plan["target_epsilon"]
+        print(line + ("" if target is None else f"; target {target:g}"))
     return 0
+
+
+def _run_one_release(args: argparse.Namespace) -> int:
+    """--strategy dp-merf under local noise: each writer releases its noised mean embedding
+    once, so its epsilon is one Gaussian release's, whatever K, T or M (untrusted server)."""
+    from fedgs.privacy.events import mean_embedding_event
+    from fedgs.privacy.threat_models import REPLACE_ONE, UNTRUSTED_SERVER
+
+    plan = _plan_one_event(args, "dp-merf", mean_embedding_event)
+    if isinstance(plan, int):
+        return plan
+    plan |= {"threat_model": UNTRUSTED_SERVER, "neighbouring": REPLACE_ONE}
+    plan["releases_per_writer"] = 1
+    return _print_plan(
+        args,
+        plan,
+        f"dp-merf, one release per writer (its clipped mean embedding, noise std 2C*sigma): "
+        f"sigma {plan['noise_multiplier']:.4f}, epsilon {plan['epsilon']:.4g} at delta "
+        f"{args.delta:g} under the {UNTRUSTED_SERVER} threat model, {REPLACE_ONE} writer "
+        f"[{plan['accountant']}]",
+    )
 
 
 def _run_fedavg_trusted(args: argparse.Namespace) -> int:
@@ -523,64 +539,33 @@ def _run_fedavg_trusted(args: argparse.Namespace) -> int:
     the clipped sum (trusted server: clients send unnoised deltas; add/remove-one client)."""
     from dp_accounting import dp_event
 
-    from fedgs.privacy.accountants import ACCOUNTANT_NAMES, DEFAULT_ACCOUNTANT, get_accountant
-    from fedgs.privacy.calibration import DEFAULT_TOLERANCE, calibrate_event
     from fedgs.privacy.events import fedavg_round_event
     from fedgs.privacy.threat_models import ADD_REMOVE, TRUSTED_SERVER
 
-    given = [flag for flag in _secure_options_given(args) if flag != "--strategy"]
-    if given:
-        return _fail(f"{', '.join(given)}: for a secure-aggregation plan add --secure-aggregation")
-    name = args.accountant or DEFAULT_ACCOUNTANT
-    if name not in ACCOUNTANT_NAMES:
-        return _fail(f"unknown accountant {name!r}; choose one of {', '.join(ACCOUNTANT_NAMES)}")
     if args.clients is None or args.steps is None:
         return _fail("fedavg-gan: give --clients K and --steps T (rounds)")
     if args.clients_per_step > args.clients:
         return _fail(f"--clients-per-step {args.clients_per_step} > --clients {args.clients}")
-    if (args.noise_multiplier is None) == (args.target_epsilon is None):
-        return _fail("fedavg-gan: give --noise-multiplier or --target-epsilon")
-    acct = get_accountant(name)
 
     def rounds(z: float) -> dp_event.DpEvent:
         one = fedavg_round_event(args.clients_per_step, args.clients, z)
         return dp_event.SelfComposedDpEvent(one, args.steps)
 
-    z = args.noise_multiplier
-    if z is None:
-        try:
-            z = calibrate_event(
-                rounds, args.target_epsilon, args.delta, acct, describe="fedavg-gan"
-            )
-        except ValueError as err:
-            return _fail(str(err), code=1)
-    epsilon = acct.epsilon(rounds(z), args.delta)
-    result = {
-        "strategy": "fedavg-gan",
-        "noise_multiplier": z,
-        "epsilon": epsilon,
-        "target_epsilon": args.target_epsilon,
-        "delta": args.delta,
-        "threat_model": TRUSTED_SERVER,
-        "neighbouring": ADD_REMOVE,
-        "clients": args.clients,
-        "clients_per_round": args.clients_per_step,
-        "sampling_rate": args.clients_per_step / args.clients,
-        "rounds": args.steps,
-        "accountant": acct.name,
-        "tolerance": DEFAULT_TOLERANCE if args.noise_multiplier is None else None,
-    }
-    if args.json:
-        print(json.dumps(result))
-        return 0
-    print(
+    plan = _plan_one_event(args, "fedavg-gan", rounds)
+    if isinstance(plan, int):
+        return plan
+    plan |= {"threat_model": TRUSTED_SERVER, "neighbouring": ADD_REMOVE}
+    plan |= {"clients": args.clients, "clients_per_round": args.clients_per_step}
+    plan |= {"sampling_rate": args.clients_per_step / args.clients, "rounds": args.steps}
+    return _print_plan(
+        args,
+        plan,
         f"fedavg-gan (DP-FedAvg on the critic), {args.steps} rounds of Poisson-sampled clients "
-        f"(q = {args.clients_per_step}/{args.clients}): fedavg-noise-multiplier {z:.4f}, epsilon "
-        f"{epsilon:.4g} at delta {args.delta:g} under the {TRUSTED_SERVER} threat model only "
-        f"(clients send unnoised deltas), {ADD_REMOVE} client [{acct.name}]"
-        + ("" if args.target_epsilon is None else f"; target {args.target_epsilon:g}")
+        f"(q = {args.clients_per_step}/{args.clients}): fedavg-noise-multiplier "
+        f"{plan['noise_multiplier']:.4f}, epsilon {plan['epsilon']:.4g} at delta {args.delta:g} "
+        f"under the {TRUSTED_SERVER} threat model only (clients send unnoised deltas), "
+        f"{ADD_REMOVE} client [{plan['accountant']}]",
     )
-    return 0
 
 
 def _secure_options_given(args: argparse.Namespace) -> list[str]:
