@@ -10,9 +10,8 @@ use it say so in privacy.json and the summary ("public pretraining").
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from fedgs.data.cache import cache_root
 from fedgs.data.public_digits import RENDER_VERSION, cached_digits
 from fedgs.models import ConditionalDCGANDiscriminator, critic_loss
 from fedgs.training.generator import GeneratorTrainer
+from fedgs.training.run_dir import write_atomic
 
 PUBLIC_SOURCE = "digits rendered from matplotlib's fonts (fedgs.data.public_digits)"
 PUBLIC_IMAGES = 10_000  # rendered once per machine and seed (~1 minute), then cached
@@ -131,7 +131,10 @@ def pretrain_on_public_digits(
     with torch.random.fork_rng(devices=[]):  # a hit and a miss leave the same global RNG
         done = pretrain_generator(trainer, images, labels, steps, seed=seed)
     done = replace(done, seconds=round(time.monotonic() - started, 1))
-    _store(path, {"generator": trainer.generator.state_dict(), "record": done.to_dict()})
+    payload = io.BytesIO()
+    torch.save({"generator": trainer.generator.state_dict(), "record": done.to_dict()}, payload)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, payload.getvalue())  # a crash or a concurrent run leaves no half file
     return done
 
 
@@ -156,19 +159,6 @@ def _cache_path(
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
     return cache_root(cache_dir) / "public_pretraining" / f"generator-{digest[:24]}.pt"
-
-
-def _store(path: Path, payload: dict[str, object]) -> None:
-    """Atomic write: a crash or a concurrent run never leaves a half-written generator."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(handle)
-    try:
-        torch.save(payload, temporary)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
 
 
 def public_data_record(steps: int) -> dict[str, object]:
