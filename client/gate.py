@@ -1,8 +1,8 @@
 """The client's one entry point: every request passes the node's privacy policy first.
 
 In order, each before anything private is touched: the message type must be the policy's
-strategy (or its warm start); every value the run config asks the node to apply must be finite
-and inside the policy (noise multiplier at or above its minimum, its own clip norm, a batch at
+strategy (or its warm start, or the identification: the client's name, nothing else); every
+value the run config asks the node to apply must be finite and inside the policy (noise multiplier at or above its minimum, its own clip norm, a batch at
 or below its maximum); the request's arrays must have the protocol's shapes, dtypes and finite
 values. Only then does the node read its dataset (which writer it holds, how many classes it
 has, against the labels asked about), take the client's lock and load its state, and the
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from flwr.app import RecordDict
 
-from fedgs.algorithms import ALGORITHMS, WARM_START, algorithm
+from fedgs.algorithms import ALGORITHMS, IDENTIFY, WARM_START, algorithm
 from fedgs.client.common import SecureContribution, client_id_of
 from fedgs.client.state_store import ClientStateStore
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
@@ -100,20 +100,28 @@ def _warm_start(config: RunConfig, partition_id: int, content: RecordDict) -> Re
     return WARM_START_SESSIONS[config.strategy](config, partition_id).warm_start(content)
 
 
+def _identify(config: RunConfig, partition_id: int, content: RecordDict) -> RecordDict:
+    """Which client this node holds, and nothing else: every reply names it anyway, this one
+    before any query is paid (no payload, no policy record, nothing read from the data)."""
+    return common.reply_content({}, client_id_of(config, partition_id), partition_id, {})
+
+
 HANDLERS: dict[str, Handler] = {
     **{entry.query: _answering(entry.session_factory()) for entry in ALGORITHMS.values()},
     WARM_START: _warm_start,
+    IDENTIFY: _identify,
 }
 MESSAGE_TYPES = (*HANDLERS, secagg.SECAGG)  # the SecAgg+ stages: fedgs.client.secure_node
 QUERIES = {entry.query: entry for entry in ALGORITHMS.values()}
 
 
 def allowed_message_types(policy: NodePolicy) -> tuple[str, ...]:
-    """The query of the policy's strategy, its warm start, and the SecAgg+ stages if its query
-    may be answered securely."""
+    """The query of the policy's strategy, its warm start, the SecAgg+ stages if its query may
+    be answered securely, and the identification every node serves."""
     served = algorithm(policy.strategy)
     return (
         served.query,
+        IDENTIFY,
         *((WARM_START,) if served.warm_started else ()),
         *((secagg.SECAGG,) if served.query in SECURE_QUERIES else ()),
     )
@@ -140,9 +148,14 @@ def validated_arrays(
     message_type: str, content: RecordDict, policy: NodePolicy
 ) -> list[common.FakeBatches]:
     """The request's fake batches, checked without any of the node's data (the batch against
-    the policy first, from the shapes alone); a warm start carries only its step count."""
+    the policy first, from the shapes alone); a warm start carries only its step count, an
+    identification nothing."""
     if message_type == WARM_START:
         common.warm_start_steps(content)
+        return []
+    if message_type == IDENTIFY:
+        if content.array_records:
+            raise common.ProtocolError("an identification request carries no arrays")
         return []
     policy.check_batch(requested_batch(message_type, content))
     entry = QUERIES[message_type]
@@ -157,7 +170,7 @@ def check_secure(
     message_type: str, content: RecordDict, config: RunConfig, policy: NodePolicy
 ) -> None:
     """A secure query's setup and noise within the policy; a plain query where the policy
-    allows one (a warm start releases nothing and needs neither)."""
+    allows one (a warm start or an identification releases nothing and needs neither)."""
     if not secagg.is_secure(content):
         if message_type in SECURE_QUERIES:
             policy.check_plain()

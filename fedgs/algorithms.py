@@ -33,6 +33,9 @@ from fedgs.privacy.threat_models import (
 )
 
 WARM_START = "train.warmstart"  # the warm-start message type every warm-started client serves
+# Every node serves it, whatever its strategy: the reply names the client the node holds and
+# nothing else, so a server can bind its ledger's entries before the first paid query.
+IDENTIFY = "train.identify"
 
 
 @dataclass(frozen=True)
@@ -220,7 +223,10 @@ def registered(spec: str, known: dict[str, Algorithm]) -> dict[str, Algorithm]:
         taken = {**known, **added}
         if entry.name in taken:
             raise ValueError(f"{where}: strategy name {entry.name!r} is already registered")
-        queries = {a.query: a.name for a in taken.values()} | {WARM_START: "the warm start"}
+        queries = {a.query: a.name for a in taken.values()} | {
+            WARM_START: "the warm start",
+            IDENTIFY: "the identification",
+        }
         if entry.query in queries:
             raise ValueError(
                 f"{where}: message type {entry.query!r} is already {queries[entry.query]}'s"

@@ -79,6 +79,7 @@ class FedAvgGANRun(FederatedRun):
         self.columns = (*METRIC_COLUMNS, *SECURE_COLUMNS)
         self.ledger_file = LEDGER_NAME
         self.ledger = PrivacyLedger()
+        self.stop_names_clients = True  # a per-client ledger (the trusted one counts rounds)
         self.strategy = SecureFedAvgGANStrategy(
             self.trainer,
             self.ledger,

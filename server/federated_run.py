@@ -39,6 +39,7 @@ from fedgs.privacy.client_sampling import ClientSampling
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for
 from fedgs.server.checkpoint import load_checkpoint, restore_sampler, save_checkpoint
+from fedgs.server.identify import identify_clients
 from fedgs.server.replies import NodeIdentities
 from fedgs.server.silence import AnswerWatch
 from fedgs.server.target_stop import would_pass
@@ -86,6 +87,9 @@ class FederatedRun(ABC):
     name = ""
     columns: tuple[str, ...] = ()
     epsilon_column = ""  # the run's headline guarantee, named after its threat model
+    # whether the target stop reads a per-client ledger, so needs every node's client before the
+    # first step (``fedgs.server.identify``)
+    stop_names_clients = False
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
@@ -318,6 +322,9 @@ class FederatedRun(ABC):
                 self._save_trainer()  # step 0: a stop from here on does not repeat it
         self.phase = "the warm start"
         self.prepare_clients(grid)
+        if c.target_epsilon > 0 and self.stop_names_clients:
+            self.phase = "the identification"
+            identify_clients(grid, self.identities, c.reply_timeout)
         if self.evaluator is not None:
             self.phase = "the first evaluation"
             self.initial_scores = self.evaluator.score(self.sample)

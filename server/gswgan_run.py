@@ -43,6 +43,7 @@ class GSWGANRun(FederatedRun):
     name = "GS-WGAN"
     epsilon_column = "epsilon_untrusted"
     threat_model, neighbouring = "untrusted", REPLACE_ONE
+    stop_names_clients = True
     ledger_file = LEDGER_NAME
     columns = (
         *METRIC_COLUMNS,

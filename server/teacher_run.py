@@ -30,6 +30,7 @@ class TeacherRun(FederatedRun):
 
     epsilon_column = "epsilon_trusted_aggregator"
     threat_model, neighbouring = "trusted-aggregator", REPLACE_ONE
+    stop_names_clients = True
     ledger_file = "teacher_ledger.json"
     # what each teacher strategy plugs in: its settings, its server-side trainer, its strategy
     settings_class: type

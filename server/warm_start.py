@@ -1,8 +1,6 @@
 """Warm start of every client's critic: many nodes in flight at once, resumable, timed.
 
-The simulation engine runs one ClientApp per Ray actor (and a deployment one per SuperNode), so
-the server keeps a sliding window of warm-start messages in flight: every actor stays busy until
-the last client, with no barrier between chunks, and each message gets its own timeout.
+The server keeps a sliding window of warm-start messages in flight (``fedgs.server.every_node``).
 Resuming: a client records in its own state file that it is warm-started and answers a second
 request at once without training (``CriticSession.warm_start``); the server writes its progress
 to ``warm_start.json`` (clients trained, time spent) while it runs; a resumed run skips the
@@ -30,6 +28,7 @@ from fedgs.algorithms import WARM_START
 from fedgs.protocols import common
 from fedgs.run_config import RunConfig
 from fedgs.run_data import state_dir_for
+from fedgs.server.every_node import IN_FLIGHT, ask_every_node
 from fedgs.server.replies import NodeIdentities
 from fedgs.server.silence import require_warm_clients
 from fedgs.training.run_dir import write_atomic
@@ -37,7 +36,6 @@ from fedgs.training.run_dir import write_atomic
 logger = logging.getLogger("fedgs.server")
 
 WARM_START_JSON = "warm_start.json"
-IN_FLIGHT = 64  # messages queued in the engine at once: many more than actors, few enough to time
 SAVE_EVERY_SECONDS = 1.0
 
 
@@ -124,39 +122,25 @@ def warm_start_clients(
         progress.trained, progress.seconds = previous.trained, previous.seconds
     earlier, started, saved = progress.seconds, time.monotonic(), 0.0
     trained = set(progress.trained)
-    waiting = sorted(grid.get_node_ids())
-    pending: dict[str, float] = {}  # message id -> when it was pushed
-    pull_interval = getattr(grid, "pull_interval", 0.1)
-    with tqdm(total=len(waiting), desc="warm start", unit="client") as bar:
-        while waiting or pending:
+    nodes, steps = sorted(grid.get_node_ids()), progress.steps
+    with tqdm(total=len(nodes), desc="warm start", unit="client") as bar:
+        for settled in ask_every_node(
+            grid, nodes, lambda node: _request(node, steps), config.reply_timeout, in_flight
+        ):
             if stopping.requested():
                 progress.save(run_dir)  # a client that finishes later is warm: resume asks again
                 raise stopping.StopRequested("stopped in the warm start")
-            free = in_flight - len(pending)
-            batch = [_request(node, progress.steps) for node in waiting[:free]]
-            del waiting[:free]
-            now = time.monotonic()
-            # The link refuses a message (unknown node, malformed) by leaving out or nulling its id.
-            pushed = [message_id for message_id in grid.push_messages(batch) if message_id]
-            refused = len(batch) - len(pushed)
-            progress.failed += refused
-            pending |= dict.fromkeys(pushed, now)
-            replies = list(grid.pull_messages(list(pending)))
-            for reply in replies:
-                pending.pop(reply.metadata.reply_to_message_id, None)
+            progress.failed += settled.refused
+            for reply in settled.replies:
                 _record(reply, progress, trained, identities)
-            expired = [m for m, at in pending.items() if now - at > config.reply_timeout]
-            for message_id in expired:
-                del pending[message_id]
+            for _ in range(settled.expired):
                 _fail(progress, f"a node: no reply in {config.reply_timeout:g} s")
-            if settled := refused + len(replies) + len(expired):
-                bar.update(settled)  # not update(0): it redraws the bar on every 10 ms poll
+            if settled.count:
+                bar.update(settled.count)  # not update(0): it redraws the bar on every 10 ms poll
             progress.seconds = earlier + time.monotonic() - started
             if time.monotonic() - saved > SAVE_EVERY_SECONDS:
                 progress.save(run_dir)
                 saved = time.monotonic()
-            if not replies:
-                time.sleep(pull_interval)
     progress.complete = progress.failed == 0
     progress.seconds = earlier + time.monotonic() - started
     progress.save(run_dir)

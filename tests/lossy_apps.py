@@ -30,8 +30,14 @@ class LosingGrid:
     def send_and_receive(
         self, messages: Iterable[Message], timeout: float | None = None
     ) -> list[Message]:
+        return self._heard(self._grid.send_and_receive(messages, timeout=timeout))
+
+    def pull_messages(self, message_ids: Iterable[str]) -> list[Message]:
+        """The identification's and the warm start's replies: the same nodes are silent."""
+        return self._heard(self._grid.pull_messages(message_ids))
+
+    def _heard(self, replies: Iterable[Message]) -> list[Message]:
         silent = set(sorted(self._grid.get_node_ids())[: self._silent])
-        replies = self._grid.send_and_receive(messages, timeout=timeout)
         return [r for r in replies if r.metadata.src_node_id not in silent]
 
 

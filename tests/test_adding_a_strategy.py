@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from toy_algorithm import entry
 
-from fedgs.algorithms import ALGORITHMS, ENV_VAR, WARM_START, registered
+from fedgs.algorithms import ALGORITHMS, ENV_VAR, IDENTIFY, WARM_START, registered
 from fedgs.privacy.teacher_ledger import TeacherLedger
 
 TESTS = Path(__file__).resolve().parent
@@ -83,10 +83,13 @@ def test_a_bad_entry_fails_clearly(spec: str, error: str) -> None:
         registered(spec, ALGORITHMS)
 
 
-def test_the_warm_start_is_no_query() -> None:
+def test_the_warm_start_and_the_identification_are_no_queries() -> None:
     assert entry.WARM_CLASH.query == WARM_START
     with pytest.raises(ValueError, match="already the warm start's"):
         registered("toy_algorithm.entry:WARM_CLASH", ALGORITHMS)
+    assert entry.IDENTIFY_CLASH.query == IDENTIFY
+    with pytest.raises(ValueError, match="already the identification's"):
+        registered("toy_algorithm.entry:IDENTIFY_CLASH", ALGORITHMS)
 
 
 PROBE_IMPORT = """
@@ -104,8 +107,9 @@ def test_the_environment_registers_in_every_layer(tmp_path) -> None:
     done = _python(["-c", PROBE_IMPORT], TOY, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "'toy')" in done.stdout and "'train.toy'" in done.stdout
-    # a trusted-aggregator strategy: no untrusted-server budget; its query and the warm start
-    assert "toy 0.0 ('train.toy', 'train.warmstart')" in done.stdout
+    # a trusted-aggregator strategy: no untrusted-server budget; its query, the identification
+    # and the warm start
+    assert "toy 0.0 ('train.toy', 'train.identify', 'train.warmstart')" in done.stdout
     bad = _python(["-c", PROBE_IMPORT], "toy_algorithm.entry:CLASHING_NAME", tmp_path)
     assert bad.returncode != 0 and "already registered" in bad.stderr
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fedgs.algorithms import ALGORITHMS, STRATEGIES, WARM_START, algorithm
+from fedgs.algorithms import ALGORITHMS, IDENTIFY, STRATEGIES, WARM_START, algorithm
 from fedgs.client import gate
 from fedgs.privacy.policy import NodePolicy
 from fedgs.privacy.threat_models import NEIGHBOURING, THREAT_MODELS, UNTRUSTED_SERVER
@@ -25,7 +25,7 @@ def test_every_entry_is_served_driven_and_reported(name: str) -> None:
     served = gate.allowed_message_types(NodePolicy.deployment_default(name))
     secure = (SECAGG,) if entry.query in gate.SECURE_QUERIES else ()
     warm = (WARM_START,) if entry.warm_started else ()
-    assert served == (entry.query, *warm, *secure)
+    assert served == (entry.query, IDENTIFY, *warm, *secure)
     assert entry.threat_model in THREAT_MODELS and entry.neighbouring in NEIGHBOURING
     assert entry.noise_key.replace("-", "_") in RunConfig.__dataclass_fields__
     assert all(k.replace("-", "_") in RunConfig.__dataclass_fields__ for k in entry.own_options)
@@ -38,8 +38,8 @@ def test_every_entry_is_served_driven_and_reported(name: str) -> None:
 
 def test_message_types_are_distinct_and_the_warm_start_is_shared() -> None:
     queries = [a.query for a in ALGORITHMS.values()]
-    assert len(set(queries)) == len(queries) and WARM_START not in queries
-    assert set(gate.MESSAGE_TYPES) == {*queries, WARM_START, SECAGG}
+    assert len(set(queries)) == len(queries) and not {WARM_START, IDENTIFY} & set(queries)
+    assert set(gate.MESSAGE_TYPES) == {*queries, WARM_START, IDENTIFY, SECAGG}
     # the SecAgg+ stages: the queries of the strategies whose entry names a cohort key
     assert set(gate.SECURE_QUERIES) == {a.query for a in ALGORITHMS.values() if a.secure}
     secure = ("gswgan", "fedavg-gan", "dp-merf")

@@ -14,6 +14,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 from flwr.supercore.task_identity import TaskIdentity
 from test_noise_source import _random_calls
 
+from fedgs.algorithms import IDENTIFY
 from fedgs.client import gate
 from fedgs.client.common import RequestRefused
 from fedgs.client.dp_merf_session import DpMerfSession
@@ -211,7 +212,7 @@ def test_a_release_past_the_writer_budget_is_refused(config: RunConfig) -> None:
 def test_the_deployment_default_budget_holds_for_dp_merf_nodes(config: RunConfig) -> None:
     policy = NodePolicy.deployment_default("dp-merf")
     allowed = gate.allowed_message_types(policy)
-    assert policy.epsilon_budget == 10.0 and allowed == (dp_merf.QUERY, secagg.SECAGG)
+    assert policy.epsilon_budget == 10.0 and allowed == (dp_merf.QUERY, IDENTIFY, secagg.SECAGG)
     loud = config.with_updates(merf_noise_multiplier=0.4)  # epsilon 15.1 per release
     content = dp_merf.encode_query(SPEC, 1)
     # the default floor (sigma 1) refuses it first; a node that lowers it keeps the budget

@@ -20,6 +20,8 @@ from flwr.supercore.task_identity import TaskIdentity
 from fedgs.client import gate
 from fedgs.client.app import build_client_app
 from fedgs.privacy import PrivacyLedger
+from fedgs.privacy.accountants import get_accountant
+from fedgs.privacy.client_ledger import signature_epsilon
 from fedgs.privacy.distributed_accounting import step_event
 from fedgs.privacy.distributed_noise import encode
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
@@ -317,6 +319,32 @@ def test_a_secure_fedavg_run_through_the_real_engine(tmp_path: Path) -> None:
     assert report["secure_aggregation_ddg_rdp"]["accountant"] == "ddg-rdp"
     assert report["untrusted_server"]["local_noise_only"] is True
     assert report["queries"]["total"] == 10  # five paid per round, all bound to their clients
+
+
+@pytest.mark.slow
+def test_a_target_stop_runs_from_the_first_round_once_the_nodes_are_identified(
+    tmp_path: Path,
+) -> None:
+    """Before its first round the run asks every node which client it holds: a node it had not
+    heard from could hold anyone, so the stop would count all five of a cohort's queries for one
+    client and refuse the first round. Identified, the target fits two rounds and stops the third
+    (five of six nodes a round: some client is asked twice)."""
+    probe = FedAvgGANRun(_config(**{"run-dir": str(tmp_path / "probe"), "steps": 3}))
+    event = step_event(probe.calibration.params, ADD_REMOVE)
+    accountant = get_accountant(probe.config.accountant)
+
+    def epsilon(queries: int) -> float:
+        return signature_epsilon(((event, queries),), probe.config.delta, accountant)
+
+    target = epsilon(2) * (1 + 1e-9)
+    assert epsilon(3) > target and epsilon(5) > target  # unidentified, round 1 would pass it
+    settings = {"run-dir": str(tmp_path / "run"), "steps": 3, "target-epsilon": target}
+    config = _config(**settings)
+    simulate(_server_app(config, {}), build_client_app(config.to_user_config()), nodes=6)
+    with (tmp_path / "run" / "metrics.csv").open() as rows:
+        assert [int(r["step"]) for r in csv.DictReader(rows)] == [1, 2]
+    report = json.loads((tmp_path / "run" / "privacy.json").read_text())
+    assert report["secure_aggregation"]["epsilon"] <= target
 
 
 def test_error_replies_are_dropped() -> None:

@@ -179,6 +179,7 @@ def test_a_run_losing_replies_stops_before_its_report_passes_the_target(tmp_path
         "clients-per-step": 1,
         "warm-start-steps": 0,
         "sampling-seed": 3,
+        "reply-timeout": 15,  # the identification waits this long for the silent nodes
     }
     config = RunConfig.from_user_config(SMALL, settings)
     query = gswgan_query_event(config.noise_multiplier, config.batch_size)

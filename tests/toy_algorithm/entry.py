@@ -28,3 +28,6 @@ BAD_QUERY = Algorithm(
 WARM_CLASH = Algorithm(
     "toy4", "train.warmstart", TRUSTED_AGGREGATOR, REPLACE_ONE, "datalens-noise-std", "", "", None
 )
+IDENTIFY_CLASH = Algorithm(
+    "toy5", "train.identify", TRUSTED_AGGREGATOR, REPLACE_ONE, "datalens-noise-std", "", "", None
+)
