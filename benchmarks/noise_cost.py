@@ -57,13 +57,17 @@ def main() -> None:
     after = median_ms(lambda: sanitize(rows, clip, sigma), a.repeats)
     step_ms = median_ms(step, max(5, a.repeats // 5))
     load = os.getloadavg()[0]
-    print(f"reply {settings.batch_size} x 784, sigma {sigma}, C {clip}; torch threads "
-          f"{torch.get_num_threads()}; load average {load:.2f}")
+    print(
+        f"reply {settings.batch_size} x 784, sigma {sigma}, C {clip}; torch threads "
+        f"{torch.get_num_threads()}; load average {load:.2f}"
+    )
     print(f"sanitizer before (seeded torch normals): {before:8.3f} ms")
     print(f"sanitizer after (ChaCha20, discrete Gaussian): {after:8.3f} ms")
     print(f"client step (critic steps + gradient + sanitizer): {step_ms:8.1f} ms")
-    print(f"after - before = {after - before:.3f} ms = {100 * (after - before) / step_ms:.2f}% "
-          f"of a step; after alone = {100 * after / step_ms:.2f}%")
+    print(
+        f"after - before = {after - before:.3f} ms = {100 * (after - before) / step_ms:.2f}% "
+        f"of a step; after alone = {100 * after / step_ms:.2f}%"
+    )
 
 
 if __name__ == "__main__":

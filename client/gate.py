@@ -2,14 +2,14 @@
 
 In order, each before anything private is touched: the message type must be the policy's
 strategy (or its warm start, or the identification: the client's name, nothing else); every
-value the run config asks the node to apply must be finite and inside the policy (noise multiplier at or above its minimum, its own clip norm, a batch at
-or below its maximum); the request's arrays must have the protocol's shapes, dtypes and finite
-values. Only then does the node read its dataset (which writer it holds, how many classes it
-has, against the labels asked about), take the client's lock and load its state, and the
-handler runs under that lock (budget check, training, sanitizing, ledger, save), so concurrent
-requests to one client are served one after the other. A refusal costs nothing and changes
-nothing; a node whose config lacks its own state directory never gets this far
-(``fedgs.client.node``).
+value the run config asks the node to apply must be finite and inside the policy (noise
+multiplier at or above its minimum, its own clip norm, a batch at or below its maximum); the
+request's arrays must have the protocol's shapes, dtypes and finite values. Only then does the
+node read its dataset (which writer it holds, how many classes it has, against the labels asked
+about), take the client's lock and load its state, and the handler runs under that lock (budget
+check, training, sanitizing, ledger, save), so concurrent requests to one client are served one
+after the other. A refusal costs nothing and changes nothing; a node whose config lacks its own
+state directory never gets this far (``fedgs.client.node``).
 
 A GS-WGAN, Fed-Avg GAN or DP-MERF query may ask for an answer through secure aggregation
 (``fedgs.protocols.secagg``): its SecAgg+ setup and distributed noise are checked against the

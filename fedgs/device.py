@@ -27,4 +27,3 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise ValueError("device 'cuda' requested but this process sees no GPU")
     return torch.device(name)
-
