@@ -44,7 +44,7 @@ class MerfConfig:
     """DP-MERF's settings: the release (features, kernel, C, sigma) and G's training."""
 
     features: int = 1000
-    bandwidth: float = 10.0
+    bandwidth: float = 7.0
     clip_norm: float = 1.0
     noise_multiplier: float = 0.6
     generator_steps: int = 1000
