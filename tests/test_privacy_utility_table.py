@@ -191,3 +191,102 @@ def test_report_writes_the_table_as_html_markdown_and_csv(tmp_path: Path) -> Non
     assert (row["strategy"], row["threat_model"]) == ("gswgan", "untrusted-server")
     assert float(row["epsilon"]) == 9.98 and float(row["cnn"]) == 0.634
     assert float(row["mlp"]) == pytest.approx(0.534) and float(row["coverage"]) == 0.5
+
+
+def _table_lines(assets: Path) -> list[str]:
+    """The table rows of a report's markdown (its notes differ between reports)."""
+    md = (assets / "privacy_utility_table.md").read_text(encoding="utf-8")
+    return [line for line in md.splitlines() if line.startswith("|")]
+
+
+def test_a_record_alone_redraws_the_table_its_runs_drew(tmp_path: Path) -> None:
+    # the grid outlives its run folders: fails if the record loses a point, a seed, a control,
+    # a figure or the no-noise column (an infinite epsilon JSON cannot hold as a number)
+    free = without_noise(make_run(tmp_path / "f-free", "fedavg-gan"))
+    write_evaluation(free, 0.8, 0.7, CONTROLS)
+    runs = [
+        _run(tmp_path / "g10-s0", 9.98, 0, 0.634),
+        _run(tmp_path / "g10-s1", 10.05, 1, 0.668),
+        _run(tmp_path / "s3", 2.9, 0, 0.64, secure=True),
+        free,
+    ]
+    write_report(runs, tmp_path / "first.html")
+    record = tmp_path / "first_files" / "privacy_utility_points.json"
+    assert json.loads(record.read_text())["points"][0]["epsilon"] is None  # f-free, no noise
+    write_report([], tmp_path / "again.html", recorded=record)
+    assert _table_lines(tmp_path / "again_files") == _table_lines(tmp_path / "first_files")
+    page = (tmp_path / "again.html").read_text(encoding="utf-8")
+    assert "0.651 (0.634, 0.668)" in page and "control levels: from the record." in page
+    again = tmp_path / "again_files" / "privacy_utility_points.json"
+    assert json.loads(again.read_text()) == json.loads(record.read_text())
+
+
+def test_a_run_given_again_replaces_its_recorded_point(tmp_path: Path) -> None:
+    # fails if a re-evaluated run is counted twice (a cell of three) or its old figure is kept
+    runs = [_run(tmp_path / "g10-s0", 9.98, 0, 0.634), _run(tmp_path / "g10-s1", 10.05, 1, 0.668)]
+    write_report(runs, tmp_path / "first.html")
+    record = tmp_path / "first_files" / "privacy_utility_points.json"
+    write_evaluation(runs[0], 0.700, 0.600, CONTROLS)
+    new = _run(tmp_path / "g1", 1.0, 0, 0.30)
+    write_report([runs[0], new], tmp_path / "next.html", recorded=record)
+    lines = _table_lines(tmp_path / "next_files")
+    assert f"| {GSWGAN} | 0.300° (n=1) |  | 0.684 (0.700, 0.668) |  |" in lines
+    page = (tmp_path / "next.html").read_text(encoding="utf-8")
+    assert "g10-s0: recorded and given again; its folder&#x27;s evaluation is drawn." in page
+
+
+def test_a_record_scored_against_other_controls_is_flagged(tmp_path: Path) -> None:
+    # points scored against other controls (another split) must not pass as comparable
+    write_report(
+        [_run(tmp_path / "a0", 9.98, 0, 0.634), _run(tmp_path / "a1", 9.98, 1, 0.6)],
+        tmp_path / "first.html",
+    )
+    record = tmp_path / "first_files" / "privacy_utility_points.json"
+    other = _run(tmp_path / "b", 1.0, 0, None)
+    write_evaluation(other, 0.3, 0.2, {n: a / 2 for n, a in CONTROLS.items()})
+    write_report([other], tmp_path / "next.html", recorded=record)
+    assert "the record&#x27;s controls differ" in (tmp_path / "next.html").read_text()
+
+
+def _record(tmp_path: Path) -> tuple[Path, dict]:
+    write_report(
+        [_run(tmp_path / "g0", 9.98, 0, 0.634), _run(tmp_path / "g1", 9.98, 1, 0.6)],
+        tmp_path / "r.html",
+    )
+    path = tmp_path / "r_files" / "privacy_utility_points.json"
+    return path, json.loads(path.read_text())
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda r: r | {"format": "something else"}, "not a privacy-utility record"),
+        (lambda r: r | {"points": [r["points"][0]] * 2}, "recorded twice"),
+        (lambda r: r | {"points": [{**r["points"][0], "cnn": 0.6}]}, "unknown ['cnn']"),
+        (lambda r: r | {"points": [{**r["points"][0], "cnn_accuracy": "0.6"}]}, "not a share"),
+        (lambda r: r | {"points": [{**r["points"][0], "cnn_accuracy": 6.0}]}, "not a share"),
+        (lambda r: r | {"points": [{**r["points"][0], "epsilon": -1}]}, "not positive"),
+        (lambda r: r | {"points": [{**r["points"][0], "seed": "0"}]}, "not a whole number"),
+        (lambda r: {k: v for k, v in r.items() if k != "controls"}, "controls"),
+        (lambda r: r | {"controls": [{"name": "lookup k=5"}]}, "missing"),
+    ],
+)
+def test_a_broken_record_is_refused_with_what_is_wrong(
+    tmp_path: Path, change, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a hand-edited record must not quietly become empty cells or a wrong mean
+    from fedgs.cli import main
+
+    path, record = _record(tmp_path)
+    path.write_text(json.dumps(change(record)))
+    assert main(["report", "--recorded", str(path), "--out", str(tmp_path / "x.html")]) == 2
+    error = capsys.readouterr().err
+    assert "fedgs report: error:" in error and message in error
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_a_report_of_nothing_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fedgs.cli import main
+
+    assert main(["report", "--out", str(tmp_path / "x.html")]) == 2
+    assert "give a run directory or a record" in capsys.readouterr().err

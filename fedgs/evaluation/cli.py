@@ -129,11 +129,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Config, every epsilon with its threat model, sample grids, training curves and, "
             "after `fedgs evaluate`, the utility table and gradient-norm figure, in one HTML "
             "file with embedded images; several runs add a comparison and a privacy-utility "
-            "figure. The figures also go to FILE_files/ as PNG + CSV."
+            "figure and table. The figures also go to FILE_files/ as PNG + CSV, and the "
+            "privacy-utility points and controls as a record (privacy_utility_points.json) that "
+            "--recorded reads back: a grid of runs made over days, on machines that did not "
+            "keep every run folder, is drawn from its record plus the new runs."
         ),
     )
-    report.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    report.add_argument("run_dirs", type=Path, nargs="*", metavar="RUN_DIR")
     report.add_argument("--out", type=Path, required=True, metavar="FILE.html")
+    report.add_argument(
+        "--recorded",
+        type=Path,
+        metavar="RECORD.json",
+        help="an earlier report's privacy_utility_points.json: its points join the "
+        "privacy-utility figure and table (a run given again here replaces its recorded point; "
+        "the record's controls serve when no run brings its evaluation's)",
+    )
     report.set_defaults(handler=_report)
 
 
@@ -206,12 +217,13 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from fedgs.evaluation.privacy_utility_table import RecordError
     from fedgs.evaluation.report import write_report
     from fedgs.evaluation.run_files import RunError
 
     try:
-        path = write_report(args.run_dirs, args.out)
-    except RunError as error:
+        path = write_report(args.run_dirs, args.out, args.recorded)
+    except (RunError, RecordError) as error:
         return _fail("report", error)
     print(f"report: {path}")
     return 0

@@ -6,15 +6,20 @@ A figure shows the trend, but results documents quote numbers: this table is wha
 Only runs of one strategy under one threat model have comparable epsilons, so only they share a
 row; a figure that the five-image lookup table also reaches is marked, since it is not a result.
 Functions over points, no run folder read here: ``fedgs report`` reads the runs and calls them.
+
+A grid takes longer than one machine keeps its run folders, so the points and controls are also
+written as a record (``RECORD_NAME``) that a later report reads back and extends.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any, TypeVar
 
 from fedgs.evaluation.quality_table import LOOKUP, NOT_BEATING
 from fedgs.metrics.bars import better
@@ -24,6 +29,8 @@ TOLERANCE = 0.01  # an epsilon of 10.05 was budgeted as 10: accountants round di
 BEYOND = "> 100"
 NO_NOISE = "no noise"
 ALL_COLUMNS = (*(f"{t:g}" for t in TARGETS), BEYOND, NO_NOISE)
+RECORD_NAME = "privacy_utility_points.json"
+RECORD_FORMAT = "fedgs privacy-utility record 1"
 SEEDS = 2  # the seeds planned per cell; a cell with any other count says so
 METRICS = (
     ("cnn_accuracy", "CNN accuracy on the evaluation writers"),
@@ -205,9 +212,6 @@ def markdown(points: Sequence[Point], levels: Sequence[Level], left_out: Sequenc
 
 def csv_rows(points: Sequence[Point]) -> list[list[object]]:
     """Long form, one line per run (series, then target, then seed): what the cells average."""
-    ordered = sorted(
-        points, key=lambda p: (p.series, ALL_COLUMNS.index(column(p.epsilon)), _by_seed(p))
-    )
     return [
         [
             p.series,
@@ -219,18 +223,103 @@ def csv_rows(points: Sequence[Point]) -> list[list[object]]:
             p.epsilon,
             *("" if v is None else v for v in (p.cnn_accuracy, p.mlp_accuracy, p.coverage)),
         ]
-        for p in ordered
+        for p in _ordered(points)
     ]
+
+
+def _ordered(points: Sequence[Point]) -> list[Point]:
+    """Series, then target, then seed: the long form's order, and the record's (a record kept
+    in version control then changes by the lines of the points that changed)."""
+    return sorted(
+        points, key=lambda p: (p.series, ALL_COLUMNS.index(column(p.epsilon)), _by_seed(p))
+    )
 
 
 def write(
     points: Sequence[Point], levels: Sequence[Level], left_out: Sequence[str], stem: Path
-) -> tuple[Path, Path]:
-    """``stem``.md (the tables) and ``stem``.csv (every run, long form)."""
+) -> tuple[Path, Path, Path]:
+    """``stem``.md (the tables), ``stem``.csv (every run, long form) and the record
+    (RECORD_NAME beside them: points and controls, for a later report to extend)."""
     md, table = stem.with_suffix(".md"), stem.with_suffix(".csv")
     md.write_text(markdown(points, levels, left_out), encoding="utf-8")
     with table.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(CSV_HEADER)
         writer.writerows(csv_rows(points))
-    return md, table
+    record = stem.with_name(RECORD_NAME)
+    write_record(points, levels, record)
+    return md, table, record
+
+
+_Entry = TypeVar("_Entry", Point, Level)
+
+
+class RecordError(ValueError):
+    """The file is not a privacy-utility record; the message says what is wrong with it."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """Points and controls of evaluated runs whose folders may be gone."""
+
+    points: list[Point]
+    levels: list[Level]
+
+
+def write_record(points: Sequence[Point], levels: Sequence[Level], path: Path) -> Path:
+    """The points (with infinite epsilons as null: JSON has no infinity) and the controls."""
+    payload = {
+        "format": RECORD_FORMAT,
+        "points": [_jsonable(asdict(p)) for p in _ordered(points)],
+        "controls": [asdict(level) for level in levels],
+    }
+    path.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def _jsonable(point: dict[str, object]) -> dict[str, object]:
+    epsilon = point["epsilon"]
+    return point | {"epsilon": None if epsilon == math.inf else epsilon}
+
+
+def read_record(path: Path) -> Record:
+    """What ``write_record`` wrote; a clear error for anything else (a hand-edited record
+    with a missing figure or a misspelt field must not quietly become an empty cell)."""
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise RecordError(f"{path}: not readable as a privacy-utility record ({error})") from error
+    if not isinstance(payload, dict) or payload.get("format") != RECORD_FORMAT:
+        raise RecordError(f"{path}: not a privacy-utility record (format {RECORD_FORMAT!r})")
+    try:
+        points = [_record_point(p) for p in payload["points"]]
+        levels = [_exact(Level, c) for c in payload["controls"]]
+    except (KeyError, TypeError, ValueError) as error:
+        raise RecordError(f"{path}: {error}") from error
+    labels = [p.run for p in points]
+    if len(set(labels)) != len(labels):
+        raise RecordError(f"{path}: a run is recorded twice")
+    return Record(points, levels)
+
+
+def _record_point(entry: dict[str, Any]) -> Point:
+    point = _exact(Point, entry)
+    epsilon = math.inf if point.epsilon is None else float(point.epsilon)
+    if not epsilon > 0:
+        raise ValueError(f"run {point.run}: epsilon {point.epsilon} is not positive")
+    if point.seed is not None and not isinstance(point.seed, int):
+        raise ValueError(f"run {point.run}: seed {point.seed!r} is not a whole number")
+    for name in ("cnn_accuracy", "mlp_accuracy", "coverage"):
+        value = getattr(point, name)
+        if value is not None and not (isinstance(value, int | float) and 0 <= value <= 1):
+            raise ValueError(f"run {point.run}: {name} {value!r} is not a share in [0, 1]")
+    return Point(**(asdict(point) | {"epsilon": epsilon}))
+
+
+def _exact(kind: type[_Entry], entry: dict[str, Any]) -> _Entry:
+    """``kind`` from exactly its fields: a missing or unknown key is an error."""
+    names = {f.name for f in fields(kind)}
+    if set(entry) != names:
+        missing, unknown = sorted(names - set(entry)), sorted(set(entry) - names)
+        raise ValueError(f"{kind.__name__} {entry}: missing {missing}, unknown {unknown}")
+    return kind(**entry)

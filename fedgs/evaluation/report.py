@@ -26,9 +26,9 @@ from fedgs.evaluation.privacy_figures import (
     headline,
     series_label,
 )
-from fedgs.evaluation.privacy_utility_table import Level, Point
+from fedgs.evaluation.privacy_utility_table import Level, Point, Record
 from fedgs.evaluation.quality_table import LEGEND, NOT_BEATING, header, rows_text
-from fedgs.evaluation.run_files import RunFiles
+from fedgs.evaluation.run_files import RunError, RunFiles
 
 MAX_GRIDS = 4
 _CSS = """
@@ -287,7 +287,6 @@ def _comparison(
             ((c, *(v.get(n) for n in labels)) for c, v in utilities.items()),
         )
         parts.append("<h3>Downstream accuracy per classifier (synthetic → real)</h3>" + table)
-    parts.append(_privacy_utility(runs, labels, assets))
     return "\n".join(parts)
 
 
@@ -333,8 +332,10 @@ class _Placed:
     control_notes: list[str]  # where the controls come from, runs scored against other ones
 
 
-def _placed(runs: Sequence[RunFiles], labels: Sequence[str]) -> _Placed:
-    """Each run as a point or left out with the reason; controls from the first evaluation."""
+def _placed(runs: Sequence[RunFiles], labels: Sequence[str], record: Record | None) -> _Placed:
+    """Each run as a point or left out with the reason; controls from the first evaluation.
+    A record's points come first; a run given again by its folder replaces its recorded point
+    (a fresh evaluation wins) and a record's controls serve when no run brings its own."""
     points, levels, left_out, notes = [], [], [], []
     for run, label in zip(runs, labels, strict=True):
         evaluation = _evaluation(run)
@@ -347,13 +348,30 @@ def _placed(runs: Sequence[RunFiles], labels: Sequence[str]) -> _Placed:
             points.append(_point(run, label, evaluation, epsilon))
             notes += _control_note(label, _levels(evaluation), levels)
             levels = levels or _levels(evaluation)
-    return _Placed(points, levels, left_out, notes)
+    if record is None:
+        return _Placed(points, levels, left_out, notes)
+    given = {p.run for p in points}
+    kept = [p for p in record.points if p.run not in given]
+    notes += [
+        f"{p.run}: recorded and given again; its folder's evaluation is drawn."
+        for p in record.points
+        if p.run in given
+    ]
+    if not levels and record.levels:
+        notes.append("control levels: from the record.")
+    elif record.levels and record.levels != levels:
+        notes.append(
+            "the record's controls differ from the drawn ones (its points are not comparable)."
+        )
+    return _Placed(kept + points, levels or record.levels, left_out, notes)
 
 
-def _privacy_utility(runs: Sequence[RunFiles], labels: Sequence[str], assets: Path) -> str:
-    """The privacy-utility curve and table of the evaluated runs, each naming the runs it
-    could not place."""
-    placed = _placed(runs, labels)
+def _privacy_utility(
+    runs: Sequence[RunFiles], labels: Sequence[str], record: Record | None, assets: Path
+) -> str:
+    """The privacy-utility curve and table of the evaluated runs and the record's points, each
+    naming the runs it could not place."""
+    placed = _placed(runs, labels, record)
     drawn = [f"{label}: not drawn, {why}." for label, why in placed.left_out]
     listed = [f"{label}: not in the table, {why}." for label, why in placed.left_out]
     curve = _curve(placed.points, placed.levels, drawn + placed.control_notes, assets)
@@ -438,19 +456,28 @@ def _labels(runs: Sequence[RunFiles]) -> list[str]:
     return [f"{i + 1}-{name}" for i, name in enumerate(names)]
 
 
-def write_report(run_dirs: Sequence[str | Path], out: str | Path) -> Path:
-    """Write the HTML page for ``run_dirs`` to ``out``; figures also go to ``out``'s _files/."""
+def write_report(
+    run_dirs: Sequence[str | Path], out: str | Path, recorded: str | Path | None = None
+) -> Path:
+    """Write the HTML page for ``run_dirs`` to ``out``; figures also go to ``out``'s _files/.
+    ``recorded``: a privacy-utility record (an earlier report's) whose points join the curve and
+    table, so a grid can outlive the folders of its runs."""
+    record = None if recorded is None else privacy_utility_table.read_record(Path(recorded))
+    if not run_dirs and record is None:
+        raise RunError("nothing to report: give a run directory or a record")
     runs = [RunFiles.open(d) for d in run_dirs]
     labels = _labels(runs)
     out = Path(out)
     assets = out.with_name(f"{out.stem}_files")
     assets.mkdir(parents=True, exist_ok=True)
     figures = [all_figures(r) for r in runs]
-    title = "fedgs report: " + ", ".join(labels)
+    title = "fedgs report: " + ", ".join([*labels, *([str(recorded)] if recorded else [])])
     stamp = f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
     body = [f"<h1>{_e(title)}</h1>", f'<p class="note">generated {stamp} by fedgs report</p>']
     if len(runs) > 1:
         body.append(_comparison(runs, labels, figures, assets))
+    if len(runs) > 1 or record is not None:
+        body.append(_privacy_utility(runs, labels, record, assets))
     body += [
         _run_section(r, label, f, assets) for r, label, f in zip(runs, labels, figures, strict=True)
     ]
