@@ -141,19 +141,26 @@ def _void(run: Path) -> Path:
     return run
 
 
+def _evaluated(tmp_path: Path) -> list[Path]:
+    """Two seeds of one GS-WGAN cell, a secure point and a run without noise, evaluated."""
+    free = without_noise(make_run(tmp_path / "f-free", "fedavg-gan"))
+    write_evaluation(free, 0.8, 0.7, CONTROLS)
+    return [
+        _run(tmp_path / "g10-s0", 9.98, 0, 0.634),
+        _run(tmp_path / "g10-s1", 10.05, 1, 0.668),
+        _run(tmp_path / "s3", 2.9, 0, 0.64, secure=True),
+        free,
+    ]
+
+
 def test_report_writes_the_table_as_html_markdown_and_csv(tmp_path: Path) -> None:
     # fails if write_report stops writing either file, buckets or averages otherwise, loses a
     # control, or leaves out the note on a run without evaluation or without an epsilon
-    free = without_noise(make_run(tmp_path / "f-free", "fedavg-gan"))
-    write_evaluation(free, 0.8, 0.7, CONTROLS)
     runs = [
-        _run(tmp_path / "g10-s0", 9.98, 0, 0.634),
-        _run(tmp_path / "g10-s1", 10.05, 1, 0.668),
+        *_evaluated(tmp_path),
         _run(tmp_path / "g1", 1.0, 0, 0.30),
         _run(tmp_path / "g100", 100.3, 0, 0.70),
         _run(tmp_path / "g150", 150.0, 0, 0.75),
-        _run(tmp_path / "s3", 2.9, 0, 0.64, secure=True),
-        free,
         _run(tmp_path / "g-bare", 10.0, 0, None),
         _void(_run(tmp_path / "g-void", 10.0, 0, 0.5)),
     ]
@@ -202,15 +209,7 @@ def _table_lines(assets: Path) -> list[str]:
 def test_a_record_alone_redraws_the_table_its_runs_drew(tmp_path: Path) -> None:
     # the grid outlives its run folders: fails if the record loses a point, a seed, a control,
     # a figure or the no-noise column (an infinite epsilon JSON cannot hold as a number)
-    free = without_noise(make_run(tmp_path / "f-free", "fedavg-gan"))
-    write_evaluation(free, 0.8, 0.7, CONTROLS)
-    runs = [
-        _run(tmp_path / "g10-s0", 9.98, 0, 0.634),
-        _run(tmp_path / "g10-s1", 10.05, 1, 0.668),
-        _run(tmp_path / "s3", 2.9, 0, 0.64, secure=True),
-        free,
-    ]
-    write_report(runs, tmp_path / "first.html")
+    write_report(_evaluated(tmp_path), tmp_path / "first.html")
     record = tmp_path / "first_files" / "privacy_utility_points.json"
     assert json.loads(record.read_text())["points"][0]["epsilon"] is None  # f-free, no noise
     write_report([], tmp_path / "again.html", recorded=record)
