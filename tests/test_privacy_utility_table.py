@@ -244,7 +244,15 @@ def test_a_record_scored_against_other_controls_is_flagged(tmp_path: Path) -> No
     other = _run(tmp_path / "b", 1.0, 0, None)
     write_evaluation(other, 0.3, 0.2, {n: a / 2 for n, a in CONTROLS.items()})
     write_report([other], tmp_path / "next.html", recorded=record)
-    assert "the record&#x27;s controls differ" in (tmp_path / "next.html").read_text()
+    page = (tmp_path / "next.html").read_text()
+    assert (
+        "the record&#x27;s controls differ from the drawn ones by up to 0.470 (real training "
+        "writers cnn accuracy 0.940 recorded, 0.470 drawn)" in page
+    )
+    fewer = _run(tmp_path / "c", 1.0, 0, None)
+    write_evaluation(fewer, 0.3, 0.2, {"lookup k=5": 0.62})
+    write_report([fewer], tmp_path / "fewer.html", recorded=record)
+    assert "controls are not the drawn ones" in (tmp_path / "fewer.html").read_text()
 
 
 def _record(tmp_path: Path) -> tuple[Path, dict]:

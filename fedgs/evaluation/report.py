@@ -360,10 +360,32 @@ def _placed(runs: Sequence[RunFiles], labels: Sequence[str], record: Record | No
     if not levels and record.levels:
         notes.append("control levels: from the record.")
     elif record.levels and record.levels != levels:
-        notes.append(
-            "the record's controls differ from the drawn ones (its points are not comparable)."
-        )
+        notes.append(_record_controls_note(record.levels, levels))
     return _Placed(kept + points, levels or record.levels, left_out, notes)
+
+
+def _record_controls_note(recorded: Sequence[Level], drawn: Sequence[Level]) -> str:
+    """The record's controls against the drawn ones, with the largest difference: another
+    split makes its points incomparable, while the same split scored on another machine moves
+    the levels by a few thousandths (CPU training differs) and the reader can judge which."""
+    mine = {level.name: level for level in drawn}
+    gaps = [
+        (abs(getattr(r, f) - getattr(mine[r.name], f)), r.name, f, getattr(r, f))
+        for r in recorded
+        if r.name in mine
+        for f in ("cnn_accuracy", "mlp_accuracy", "coverage")
+        if getattr(r, f) is not None and getattr(mine[r.name], f) is not None
+    ]
+    names = {level.name for level in recorded} != set(mine)
+    if names or not gaps:
+        return "the record's controls are not the drawn ones (its points are not comparable)."
+    gap, name, figure, value = max(gaps, key=lambda g: g[0])  # the first of equal gaps
+    drawn_value = getattr(mine[name], figure)
+    return (
+        f"the record's controls differ from the drawn ones by up to {gap:.3f} ({name} "
+        f"{figure.replace('_', ' ')} {value:.3f} recorded, {drawn_value:.3f} drawn): points "
+        "scored on another split are not comparable."
+    )
 
 
 def _privacy_utility(
