@@ -31,7 +31,7 @@ from pathlib import Path
 from fedgs.evaluation.privacy_utility_table import read_record
 
 path, run = Path(sys.argv[1]), sys.argv[2]
-sys.exit(0 if path.exists() and any(p.run == run for p in read_record(path).points) else 1)
+sys.exit(0 if any(p.run == run for p in read_record(path).points) else 1)
 EOF
 }
 

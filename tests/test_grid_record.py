@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_recipes import GRID_NAME
 
 from fedgs.evaluation.privacy_figures import series_label
 from fedgs.evaluation.privacy_utility_table import (
@@ -25,9 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "results" / "privacy-utility" / "points.json"
 GRID = ROOT / "benchmarks" / "privacy_utility_grid.sh"
 RECIPES = {p.stem for p in (ROOT / "recipes" / "privacy-utility").glob("*.toml")}
-NAME = re.compile(
-    r"(?P<recipe>(?P<strategy>[a-z-]+?)-(?P<model>[a-z]+)-e(?P<target>\d+))-s(?P<seed>\d)"
-)
+NAME = re.compile(rf"(?P<recipe>{GRID_NAME.pattern})-s(?P<seed>\d)")  # <recipe>-s<seed>
 MODELS = {"secure": "secure-aggregation", "local": "untrusted-server", "trusted": "trusted-server"}
 
 
@@ -45,7 +44,7 @@ def test_every_recorded_point_is_a_recipe_at_a_seed_in_its_column() -> None:
         assert point.strategy == name["strategy"]
         assert point.threat_model == MODELS[name["model"]]
         assert point.series == series_label(point.strategy, point.threat_model)
-        assert column(point.epsilon) == name["target"], f"{point.run}: epsilon {point.epsilon}"
+        assert column(point.epsilon) == name["epsilon"], f"{point.run}: epsilon {point.epsilon}"
 
 
 def _point(run: str) -> Point:
