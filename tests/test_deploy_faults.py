@@ -215,6 +215,9 @@ def test_killed_serverapp_resumes_from_its_checkpoint(
         if "flwr-serverapp" in processes.command_line(pid)
     ]
     os.kill(serverapp, signal.SIGKILL)
+    # SIGKILL lands once a syscall in progress returns: a ledger rename under way when it was
+    # sent still completes, so read the ledger only when the process is gone
+    wait_for(lambda: serverapp not in processes.marked(deployment.marker), "the ServerApp to die")
     paid_at_kill = sum(server_ledger(run_dir).values())
     checkpoint = torch.load(run_dir / "checkpoint.pt", weights_only=True)["step"]
     assert checkpoint % 3 == 0 and checkpoint < 10 and paid_at_kill >= checkpoint
