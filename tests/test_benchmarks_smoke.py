@@ -135,3 +135,14 @@ def test_noise_cost() -> None:
     rows = [line for line in out.splitlines() if line.startswith("sanitizer ")]
     assert len(rows) == 2 and "of a step" in out
     assert all(float(line.split(":")[1].split()[0]) > 0 for line in rows)
+
+
+def test_cohort_critic_batching_paths_agree() -> None:
+    """The batched (vmap) and one-after-the-other updates must give the same critics, or the
+    script's timing compares two different computations."""
+    out = _run("cohort_critic_batching.py", "--critics", "2", "--critic-steps", "2",
+               "--repeats", "1")  # fmt: skip
+    first, *_ = out.splitlines()
+    assert json.loads(first)["max_abs_parameter_difference"] < 1e-4
+    summary = json.loads(out[out.index("{\n") :])
+    assert summary["critics"] == 2 and summary["median_loop_over_vmap"] > 0
