@@ -18,7 +18,8 @@ spectral-norm parametrization updates its power-iteration vectors with ``out=`` 
 cannot batch. The power iteration is a few matrix-vector products per layer, so the comparison
 is of the arithmetic that dominates a step. Both paths draw the same real batches, interpolation
 weights and wrong labels; the script checks their critics agree after the updates (max abs
-difference of every parameter) and prints, per repeat and as medians, seconds per path and the
+difference of every parameter), stops if the loss both paths use is not fedgs' ``critic_loss``
+(checked on one batch), and prints, per repeat and as medians, seconds per path and the
 ratio loop / vmap, with the load average before and after.
 """
 
@@ -36,7 +37,7 @@ from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 from torch.nn.utils import parametrize
 
-from fedgs.models import ConditionalDCGANDiscriminator
+from fedgs.models import ConditionalDCGANDiscriminator, critic_loss
 from fedgs.training.hparams import GSWGANConfig
 
 CONFIG = GSWGANConfig(critic_width=16)
@@ -61,6 +62,24 @@ def loss_of(critic, real, labels, fake, fake_labels, alpha, shift, input_gradien
     mismatch = critic(real, (labels + shift) % NUM_CLASSES).mean() - real_scores.mean()
     drift = (real_scores**2).mean()
     return -wasserstein + CONFIG.gp_weight * penalty + CONFIG.drift_weight * drift + mismatch
+
+
+def difference_from_fedgs_loss(critic: nn.Module, draws: dict[str, torch.Tensor]) -> float:
+    """|loss_of - fedgs' critic_loss| on the first batch: the copy above must stay the loss
+    clients train with. critic_loss draws its interpolation weights, then its wrong-label
+    shifts, from torch's global generator; the same seed gives loss_of the same draws."""
+    real, labels = draws["real"][0, 0], draws["labels"][0, 0]
+    fake, fake_labels = draws["fake"], draws["fake_labels"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        fedgs_loss = critic_loss(critic, real, labels, fake, fake_labels, CONFIG.gp_weight,
+                                 CONFIG.drift_weight, mismatch_weight=1.0).loss  # fmt: skip
+        torch.manual_seed(7)
+        alpha = torch.rand(real.shape[0], 1, 1, 1)
+        shift = torch.randint(1, NUM_CLASSES, labels.shape)
+    ours = loss_of(critic, real, labels, fake, fake_labels, alpha, shift,
+                   autograd_input_gradient(critic))  # fmt: skip
+    return float((ours - fedgs_loss).detach().abs())
 
 
 def autograd_input_gradient(critic: nn.Module):
@@ -161,7 +180,12 @@ def main() -> None:
         for k, critic in enumerate(looped)
         for name in batched
     )
-    print(json.dumps({"max_abs_parameter_difference": difference}), flush=True)
+    loss_gap = difference_from_fedgs_loss(copy.deepcopy(critics[0]), draws)
+    print(
+        json.dumps({"max_abs_parameter_difference": difference, "loss_gap": loss_gap}), flush=True
+    )
+    if loss_gap > 1e-5:
+        raise SystemExit(f"the benchmark's loss is not fedgs' critic_loss (gap {loss_gap:.3g})")
 
     seconds: dict[str, list[float]] = {"loop": [], "vmap": []}
     for repeat in range(args.repeats):
