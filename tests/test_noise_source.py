@@ -79,6 +79,13 @@ def test_the_key_comes_from_os_urandom_and_only_from_it(monkeypatch) -> None:
     assert np.array_equal(*fixed)  # nothing but os.urandom keys the stream
 
 
+def test_a_stream_does_not_end_where_the_os_bytes_put_its_block_counter(monkeypatch) -> None:
+    # the counter was once the nonce's first 4 random bytes: from 0xffffffff one block remained,
+    # and a long reply (a Fed-Avg GAN update) failed with "the 32-bit counter would overflow"
+    monkeypatch.setattr(randomness.os, "urandom", lambda n: b"\xff" * n)
+    assert SecureRandom().words(1_000).size == 1_000  # 125 blocks
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     values=st.lists(st.floats(-1.0, 1.0, allow_nan=False, width=32), min_size=8, max_size=8),
