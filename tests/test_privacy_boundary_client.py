@@ -303,7 +303,7 @@ def test_concurrent_processes_cannot_pass_the_budget(config: RunConfig) -> None:
     )
     values = {f.name: getattr(config, f.name) for f in fields(RunConfig)}
     jobs = [(gswgan.QUERY, json.dumps(asdict(policy)), values, seed) for seed in range(fired)]
-    with multiprocessing.get_context("fork").Pool(fired) as pool:
+    with multiprocessing.get_context("spawn").Pool(fired) as pool:
         outcomes = pool.map(serve_in_worker, jobs)
     assert outcomes.count("answered") == allowed, outcomes
     session = GSWGANSession(config, 0)
