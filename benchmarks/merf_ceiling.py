@@ -2,13 +2,14 @@
 downstream accuracy of G fitted to the released mean embedding, noiseless and under secure
 aggregation's noise.
 
-SIMULATION, not a release: each training writer's clipped mean embedding is computed here (once
-per feature map, summed and cached under runs/merf-ceiling/), and the secure-aggregation
-mechanism is simulated with numpy noise: cohorts of m writers, each cohort's sum noised once
-with N(0, (2 C sigma)^2) per coordinate, so the total over K writers carries ceil(K / m) such
-draws and mu_hat = total / K. Noise is independent of who is in which cohort, so the sum of the
-clipped embeddings is all the simulation needs. sigma is the Gaussian multiplier whose single
-release has the asked epsilon at delta 1e-5 (autodp RDP, as ``fedgs privacy`` computes it).
+SIMULATION, not a release: each training writer's mean embedding is computed here (once per
+feature map, cached under runs/merf-ceiling/; clipped and summed per clip norm), and the
+secure-aggregation mechanism is simulated with numpy noise: cohorts of m writers, each
+cohort's sum noised once with N(0, (2 C sigma)^2) per coordinate, so the total over K writers
+carries ceil(K / m) such draws and mu_hat = total / K. Noise is independent of who is in which
+cohort, so the sum of the clipped embeddings is all the simulation needs. sigma is the Gaussian
+multiplier whose single release has the asked epsilon at delta 1e-5 (autodp RDP, as ``fedgs
+privacy`` computes it).
 
 G is fitted by the project's ``MerfTrainer`` (its ``features`` swapped for the map under test)
 and scored by the project's downstream CNN and MLP
@@ -70,23 +71,34 @@ def map_key(features: RandomFeatures) -> str:
     return hashlib.sha256(repr(features.spec).encode()).hexdigest()[:16]
 
 
-def clipped_sum(features: RandomFeatures, clip_norm: float) -> tuple[np.ndarray, int]:
-    """The sum over training writers of their clipped mean embeddings, and K (cached)."""
-    path = OUT / f"sum-{map_key(features)}.npz"
+def writer_embeddings(features: RandomFeatures) -> np.ndarray:
+    """Every training writer's mean embedding, unclipped (writers x (D + 1) x classes, cached
+    per feature map as float32), so that any clip norm is a cheap sum over it."""
+    path = OUT / f"writers-{map_key(features)}.npy"
     if path.is_file():
-        with np.load(path) as saved:
-            return saved["total"], int(saved["writers"])
+        return np.load(path)
     data = load_federated("femnist", DATA_DIR, labels="digits")
-    total = None
+    stacked = np.empty((data.num_clients, features.spec.dimension, CLASSES), np.float32)
     with torch.no_grad():
         for k in range(data.num_clients):
             images, labels = data.client_train(k)
             rows = torch.cat([features(x).double() for x in images.split(2000)])
-            matrix = clip(mean_embedding(rows, labels, CLASSES).numpy(), clip_norm)
-            total = matrix if total is None else total + matrix
+            stacked[k] = mean_embedding(rows, labels, CLASSES).numpy()
     OUT.mkdir(parents=True, exist_ok=True)
-    np.savez(path, total=total, writers=data.num_clients, spec=repr(features.spec))
-    return total, data.num_clients
+    np.save(path, stacked)
+    return stacked
+
+
+def clipped_sum(embeddings: np.ndarray, clip_norm: float) -> np.ndarray:
+    """The sum over writers of their embeddings clipped to ``clip_norm`` (float64)."""
+    return sum(clip(matrix.astype(np.float64), clip_norm) for matrix in embeddings)
+
+
+def norm_quantiles(embeddings: np.ndarray) -> dict[str, float]:
+    """Where the writers' embedding norms lie: the clip norm's scale."""
+    norms = np.linalg.norm(embeddings.reshape(len(embeddings), -1).astype(np.float64), axis=1)
+    levels = {"min": 0.0, "q10": 0.1, "median": 0.5, "q90": 0.9, "max": 1.0}
+    return {f"writer_norm_{k}": round(float(np.quantile(norms, q)), 4) for k, q in levels.items()}
 
 
 def released_mean(
@@ -152,7 +164,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--classifiers", nargs="+", default=["mlp"])
     parser.add_argument("--control", action="store_true", help="also score lookup k=5")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--clip-norm", type=float, default=1.0)
+    parser.add_argument(
+        "--clip-norm", type=float, default=1.0, help="C: the sensitivity and noise scale with it"
+    )
     return parser.parse_args(argv)
 
 
@@ -160,9 +174,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch.manual_seed(args.seed)
     features = feature_map(args)
-    total, writers = clipped_sum(features, args.clip_norm)
+    embeddings = writer_embeddings(features)
+    total, writers = clipped_sum(embeddings, args.clip_norm), len(embeddings)
     test = load_federated("femnist", DATA_DIR, labels="digits").test_arrays()
     head = {"map": repr(features.spec), "dimension": int(total.shape[0]), "writers": writers}
+    head |= {"clip_norm": args.clip_norm} | norm_quantiles(embeddings)
     head["signal_norm_of_mean"] = float(np.linalg.norm(total) / writers)
     head |= {k: getattr(args, k) for k in ("steps", "batch_size", "lr", "width", "samples")}
     if args.control:
