@@ -421,7 +421,11 @@ class RunConfig:
         "at 7)",
     )
     merf_clip_norm: float = option(
-        1.0, "privacy", "dp-merf: L2 bound C on each writer's mean embedding (its norm is <= 1)"
+        1.0,
+        "privacy",
+        "dp-merf: L2 bound C on each writer's mean embedding; the noise scales with it. Its "
+        "norm is <= 1, so 1 never clips, but a FEMNIST digit writer's is 0.23-0.43 (median "
+        "0.27): C = 0.25 cuts the noise 4x (secure epsilon 1, seed 0: CNN 0.28 -> 0.71)",
     )
     merf_noise_multiplier: float = option(
         0.6,
