@@ -57,7 +57,7 @@ def test_noise_std_is_two_c_sigma(sigma: float) -> None:
     n = out.numel()
     expected = 2 * clip * sigma
     # the sample std of n normals has relative standard error ~ 1/sqrt(2n) = 0.16%: 1% is 6.3 SE
-    # (at 64 rows it was 3.2 SE, and one CI run in a few hundred failed by chance)
+    # (at 64 rows it was 3.2 SE, and one CI run failed by chance)
     assert float(out.std()) == pytest.approx(expected, rel=0.01)
     assert abs(float(out.mean())) < 5 * expected / math.sqrt(n)
     assert noise_std(clip, sigma) == pytest.approx(expected)
