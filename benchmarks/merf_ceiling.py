@@ -34,19 +34,13 @@ import numpy as np
 import torch
 
 from fedgs.data import load_federated
-from fedgs.data.public_digits import cached_digits
 from fedgs.evaluation.synthetic import balanced_labels
 from fedgs.evaluation.utility import accuracy_of
 from fedgs.metrics.controls import lookup_sampler
 from fedgs.privacy.accountants import get_accountant
 from fedgs.privacy.events import mean_embedding_event
 from fedgs.privacy.mean_embedding import clip
-from fedgs.privacy.random_features import (
-    LABEL_COORDINATE,
-    FeatureSpec,
-    RandomFeatures,
-    mean_embedding,
-)
+from fedgs.privacy.random_features import FeatureSpec, RandomFeatures, mean_embedding
 from fedgs.training.dp_merf import MerfConfig, MerfTrainer
 
 OUT = Path("runs/merf-ceiling")
@@ -69,89 +63,22 @@ def sigma_for(epsilon: float) -> float:
     return math.ceil(high * 1e4) / 1e4
 
 
-class PublicFeatures:
-    """A DP-MEPF-style map: phi(x) = [a, sqrt(1 - a^2) h(x) / |h(x)|], h the d-wide embedding
-    layer of a small CNN trained (cosine softmax, random affine distortions) only on the public
-    font digits: norm 1 like the random features, so clipping and noise are unchanged, but the
-    class information sits in d coordinates instead of D."""
-
-    def __init__(self, dim: int, seed: int, epochs: int) -> None:
-        self.spec = f"PublicFeatures(dim={dim}, seed={seed}, epochs={epochs}, v=1)"
-        self.dimension = dim + 1
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            self.net = torch.nn.Sequential(
-                torch.nn.Conv2d(1, 32, 3, 2, 1),
-                torch.nn.ReLU(),
-                torch.nn.Conv2d(32, 64, 3, 2, 1),
-                torch.nn.ReLU(),
-                torch.nn.Conv2d(64, 64, 3, 2, 1),
-                torch.nn.ReLU(),
-                torch.nn.Flatten(),
-                torch.nn.Linear(64 * 4 * 4, dim),
-            )
-            self._train(seed, epochs)
-        self.net.eval().requires_grad_(False)
-        self.scale = math.sqrt(1.0 - LABEL_COORDINATE**2)
-
-    def _train(self, seed: int, epochs: int) -> None:
-        images, labels = cached_digits(10_000, seed)
-        head = torch.nn.Linear(self.dimension - 1, CLASSES, bias=False)
-        params = list(self.net.parameters()) + list(head.parameters())
-        optimizer = torch.optim.Adam(params, lr=1e-3)
-        order = torch.Generator().manual_seed(seed)
-        for _ in range(epochs):
-            for idx in torch.randperm(len(images), generator=order).split(128):
-                unit = torch.nn.functional.normalize(self.net(distorted(images[idx])), dim=1)
-                weights = torch.nn.functional.normalize(head.weight, dim=1)
-                loss = torch.nn.functional.cross_entropy(10.0 * unit @ weights.T, labels[idx])
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-
-    def __call__(self, images: torch.Tensor) -> torch.Tensor:
-        h = self.net(images.reshape(-1, 1, 28, 28).float())
-        unit = self.scale * torch.nn.functional.normalize(h, dim=1)
-        return torch.cat([torch.full_like(unit[:, :1], LABEL_COORDINATE), unit], 1)
-
-
-def distorted(images: torch.Tensor) -> torch.Tensor:
-    """Random rotation (+-15 deg), shear, scale and shift per image: fonts towards handwriting."""
-    n = images.shape[0]
-    angle = (torch.rand(n) - 0.5) * math.radians(30)
-    shear = (torch.rand(n) - 0.5) * 0.6
-    scale = 0.85 + torch.rand(n) * 0.3
-    shift = (torch.rand(n, 2) - 0.5) * 0.3
-    cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
-    theta = torch.stack(
-        [torch.stack([cos, -sin + shear, shift[:, 0]], 1), torch.stack([sin, cos, shift[:, 1]], 1)],
-        1,
-    )
-    grid = torch.nn.functional.affine_grid(theta, list(images.shape), align_corners=False)
-    # padding with the background (-1): ink is +1
-    shifted = torch.nn.functional.grid_sample(images + 1.0, grid, align_corners=False)
-    return shifted - 1.0
-
-
-def feature_map(args: argparse.Namespace) -> RandomFeatures | PublicFeatures:
-    if args.map == "public":
-        return PublicFeatures(args.public_dim, args.seed, args.public_epochs)
+def feature_map(args: argparse.Namespace) -> RandomFeatures:
     return RandomFeatures(FeatureSpec(args.features, args.bandwidth, args.seed))
 
 
-def map_key(features: RandomFeatures | PublicFeatures) -> str:
+def map_key(features: RandomFeatures) -> str:
     return hashlib.sha256(repr(features.spec).encode()).hexdigest()[:16]
 
 
-def writer_embeddings(features: RandomFeatures | PublicFeatures) -> np.ndarray:
+def writer_embeddings(features: RandomFeatures) -> np.ndarray:
     """Every training writer's mean embedding, unclipped (writers x (D + 1) x classes, cached
     per feature map as float32), so that any clip norm is a cheap sum over it."""
     path = OUT / f"writers-{map_key(features)}.npy"
     if path.is_file():
         return np.load(path)
     data = load_federated("femnist", DATA_DIR, labels="digits")
-    dimension = getattr(features, "dimension", None) or features.spec.dimension
-    stacked = np.empty((data.num_clients, dimension, CLASSES), np.float32)
+    stacked = np.empty((data.num_clients, features.spec.dimension, CLASSES), np.float32)
     with torch.no_grad():
         for k in range(data.num_clients):
             images, labels = data.client_train(k)
@@ -191,9 +118,7 @@ def released_mean(
     return (total + noise) / writers, record
 
 
-def fitted_sampler(
-    args: argparse.Namespace, features: RandomFeatures | PublicFeatures, target: np.ndarray
-):
+def fitted_sampler(args: argparse.Namespace, features: RandomFeatures, target: np.ndarray):
     """G fitted to ``target`` by MerfTrainer with ``features`` as its map; labels -> images."""
     config = MerfConfig(
         generator_steps=args.steps,
@@ -228,9 +153,6 @@ def control_pool() -> tuple[torch.Tensor, torch.Tensor]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--map", choices=["rff", "public"], default="rff", help="feature map")
-    parser.add_argument("--public-dim", type=int, default=32, help="public map: width d")
-    parser.add_argument("--public-epochs", type=int, default=10, help="public map: epochs")
     parser.add_argument("--features", type=int, default=1000, help="random Fourier features D")
     parser.add_argument("--bandwidth", type=float, default=20.0)
     parser.add_argument("--settings", nargs="+", default=["none"], help="none or eEPS:M|K")
