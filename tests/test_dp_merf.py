@@ -163,14 +163,18 @@ def _serve(config: RunConfig, partition: int = 0) -> RecordDict:
     return gate.serve(dp_merf.QUERY, dp_merf.encode_query(SPEC, 1), config, policy, partition)
 
 
-def test_the_release_is_the_only_data_dependent_record_of_a_reply(config: RunConfig) -> None:
+def test_the_release_is_the_only_data_dependent_record_of_a_reply(
+    config: RunConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Neighbouring datasets (writer 0's data replaced): the replies differ in the noised
     matrix only; identity and policy records are equal, and there is nothing else."""
     replies = []
     for seed in (0, 1):
         session = DpMerfSession(config.with_updates(run_dir=f"{config.run_dir}-{seed}"), 0)
         images, labels = _images(40 + 20 * seed, seed)  # another size too: n is not sent
-        session.dataset.client_train = lambda partition, x=images, y=labels: (x, y)
+        # the dataset is the process's cached one: patched for this test only, then restored
+        replaced = lambda partition, x=images, y=labels: (x, y)  # noqa: E731
+        monkeypatch.setattr(session.dataset, "client_train", replaced)
         replies.append(session.answer(dp_merf.encode_query(SPEC, 1)))
     for reply in replies:
         assert set(reply.array_records) == {dp_merf.EMBEDDING}
