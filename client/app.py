@@ -8,12 +8,17 @@ deployed node must pin its state directory. The node's privacy policy (``policy-
 keys, ``fedgs.privacy.policy``) wins over all of them: the run config may only ask for more
 privacy. Every message goes through one gate (``fedgs.client.gate``); a request the client
 cannot or will not serve gets an error reply with the reason, and the node never crashes on bad
-input. Secure queries and the SecAgg+ stages after them (``train.secagg``) are served by
+input. The reply's code says whose the fault is: ``ERROR_BAD_REQUEST`` (the server's message
+or run config breaks the protocol: ``ProtocolError``), ``ERROR_REFUSED`` (the node's policy,
+budget or own config will not serve it) or ``ERROR_INTERNAL`` (anything else: a fault of the
+node, whose reason names only the exception's type; the traceback is in the node's log). Secure
+queries and the SecAgg+ stages after them (``train.secagg``) are served by
 ``fedgs.client.secure_node``, which keeps the step's state in the context.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,40 +26,46 @@ from flwr.app import Context, Error, Message
 from flwr.clientapp import ClientApp
 
 from fedgs.client import gate, secure_node
-from fedgs.client.common import RequestRefused
-from fedgs.client.node import client_config
+from fedgs.client.common import NodeConfigError, RequestRefused
+from fedgs.client.node import client_config, node_settings
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
 from fedgs.protocols.common import ProtocolError
 from fedgs.run_config import RunConfig
 from fedgs.secagg import SecAggError
 
+logger = logging.getLogger(__name__)
+
 # Error codes of fedgs replies (Flower reserves small numbers for its own).
-ERROR_BAD_REQUEST = 4400
-ERROR_REFUSED = 4403
+ERROR_BAD_REQUEST = 4400  # the server's message or run config breaks the protocol
+ERROR_REFUSED = 4403  # the node will not serve it: its policy, its budget, its own config
+ERROR_INTERNAL = 4500  # the node failed serving it (a fault of the node, in the node's log)
+
+
+def _error(message: Message, code: int, reason: str) -> Message:
+    return Message(Error(code=code, reason=reason), reply_to=message)
 
 
 def _serve(
     message: Message, context: Context, overrides: Mapping[str, Any], base: NodePolicy | None
 ) -> Message:
     try:
-        if "partition-id" not in context.node_config:
-            raise RequestRefused("node config has no 'partition-id': which client is this node?")
-        policy = NodePolicy.from_node_config(context.node_config, base)
+        policy, partition_id = node_settings(context.node_config, base)
         config = client_config(context.run_config, context.node_config, overrides)
-        partition_id = int(context.node_config["partition-id"])
         content = secure_node.serve(message, context, config, policy, partition_id)
-    except ProtocolError as error:
-        return Message(
-            Error(code=ERROR_BAD_REQUEST, reason=f"bad request: {error}"), reply_to=message
-        )
+    except ProtocolError as error:  # only the parsers' verdict on the server's input
+        return _error(message, ERROR_BAD_REQUEST, f"bad request: {error}")
+    except NodeConfigError as error:  # the operator's to fix: say so on the node too
+        logger.warning("this node's config cannot serve requests: %s", error)
+        return _error(message, ERROR_REFUSED, f"refused: {error}")
     except (RequestRefused, PolicyViolation) as error:
-        return Message(Error(code=ERROR_REFUSED, reason=f"refused: {error}"), reply_to=message)
+        return _error(message, ERROR_REFUSED, f"refused: {error}")
     except SecAggError as error:  # malformed, foreign, out of order or below the node's floors
-        reason = f"refused: secure aggregation: {error}"
-        return Message(Error(code=ERROR_REFUSED, reason=reason), reply_to=message)
-    except (KeyError, TypeError, ValueError) as error:
-        reason = f"bad request: {type(error).__name__}: {error}"
-        return Message(Error(code=ERROR_BAD_REQUEST, reason=reason), reply_to=message)
+        return _error(message, ERROR_REFUSED, f"refused: secure aggregation: {error}")
+    except Exception as error:  # anything else is a fault of the node: never a crash
+        # the message may quote private values (data, noise, paths): it stays in the node's log
+        logger.exception("internal error serving %s", message.metadata.message_type)
+        reason = f"internal error on this node: {type(error).__name__} (see the node's log)"
+        return _error(message, ERROR_INTERNAL, reason)
     return Message(content, reply_to=message)
 
 

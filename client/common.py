@@ -17,6 +17,11 @@ class RequestRefused(ValueError):
     """The client will not serve this request; the message is the reason sent back."""
 
 
+class NodeConfigError(RequestRefused):
+    """The node's own config (``flower-supernode --node-config``) is missing or wrong: the node
+    refuses every request until its operator fixes it; the server is not at fault."""
+
+
 @dataclass(frozen=True)
 class SecureContribution:
     """A query answered for secure aggregation: ``values`` (the encoded, share-noised residues

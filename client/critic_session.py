@@ -69,9 +69,9 @@ class CriticSession:
     def warm_start(self, content: RecordDict) -> RecordDict:
         """Pre-train D_k non-privately; idempotent, so a restarted run does not redo it. Nothing
         trained here leaves the client: the reply says only that it is done."""
-        steps = self.config.warm_start_steps
-        if common.WARM_START_CONFIG in content:
-            steps = int(content[common.WARM_START_CONFIG][common.STEPS])
+        steps = common.warm_start_steps(content)
+        if steps is None:
+            steps = self.config.warm_start_steps
         if steps < 0:
             raise RequestRefused(f"warm-start steps must be >= 0, got {steps}")
         if not self.warm_started:

@@ -69,7 +69,10 @@ def _merf_length(config: RunConfig, content: RecordDict) -> int:
     """The release: (D + 1) x classes, D from the query's feature map, the classes from the
     run's label mode (the session checks them against the node's data before encoding)."""
     spec = dp_merf.decode_query(content)
-    return config.with_updates(merf_features=spec.features).merf_dimension
+    try:  # the run config's checks again, at the query's D (its secure noise must fit it)
+        return config.with_updates(merf_features=spec.features).merf_dimension
+    except (ValueError, ArithmeticError) as error:
+        raise common.ProtocolError(f"query '{dp_merf.FEATURES}': {error}") from error
 
 
 # the queries a node may answer through secure aggregation (those whose registry entry names a
@@ -148,8 +151,8 @@ def validated_arrays(
     message_type: str, content: RecordDict, policy: NodePolicy
 ) -> list[common.FakeBatches]:
     """The request's fake batches, checked without any of the node's data (the batch against
-    the policy first, from the shapes alone); a warm start carries only its step count, an
-    identification nothing."""
+    the policy first, from the shapes alone) and its step; a warm start carries only its step
+    count, an identification nothing."""
     if message_type == WARM_START:
         common.warm_start_steps(content)
         return []
@@ -158,6 +161,7 @@ def validated_arrays(
             raise common.ProtocolError("an identification request carries no arrays")
         return []
     policy.check_batch(requested_batch(message_type, content))
+    common.query_step(content)
     entry = QUERIES[message_type]
     for key in entry.float_records:
         common.check_floats(common.required(content, key, "query"), key)

@@ -25,7 +25,7 @@ from fedgs.client import gate
 from fedgs.client.common import RequestRefused, SecureContribution
 from fedgs.privacy.policy import NodePolicy
 from fedgs.protocols import secagg
-from fedgs.protocols.common import array_values
+from fedgs.protocols.common import ProtocolError, array_values
 from fedgs.run_config import RunConfig
 from fedgs.secagg import ClientSession
 from fedgs.secagg.client import DONE
@@ -102,7 +102,10 @@ def _next_stage(state: RecordDict, content: RecordDict) -> RecordDict:
     if masking:
         if INPUT not in state.array_records:
             raise RequestRefused("this node's secure contribution is no longer held")
-        values = array_values(state.array_records[INPUT][VALUES]).astype(np.uint64)
+        try:
+            values = array_values(state.array_records[INPUT][VALUES]).astype(np.uint64)
+        except ProtocolError as error:  # the node's own record, not the server's message
+            raise RuntimeError("this node's stored contribution does not decode") from error
     reply = session.handle(message, values)
     if session.stage == DONE:
         del state[SESSION]

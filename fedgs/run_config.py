@@ -44,7 +44,7 @@ def coerce(value: Any, default: Any, key: str, source: str = "run-config") -> An
         return bool(value)
     try:
         return type(default)(value)
-    except (TypeError, ValueError) as error:
+    except (TypeError, ValueError, OverflowError) as error:  # int(inf) overflows
         raise ValueError(
             f"{source} '{key}' must be a {type(default).__name__}, got {value!r}"
         ) from error
@@ -495,10 +495,17 @@ class RunConfig:
                 f"(known: {', '.join(CLIENT_SAMPLING_RULES)})"
             )
         self._refuse_other_strategies_options()
-        if self.strategy == "gswgan":
-            self.gswgan()  # its own checks (diversity-weight >= 0, z-dim > 0, ...)
+        self._check_data_and_seed()
+        # the settings the strategy's server and clients build from it, with their own checks
+        if self.strategy in ("gswgan", "datalens", "pate-gan"):  # the teachers keep critics
+            self.gswgan()  # diversity-weight >= 0, z-dim > 0, ...
+        if self.strategy == "fedavg-gan":
+            self.fedavg_gan()  # positive learning rates and clip, ...
         if self.strategy == "dp-merf":
-            self.dp_merf()  # its own checks (an even D, sigma > 0, ...)
+            self.dp_merf()  # an even D, sigma > 0, ...
+        # a DataLens teacher votes on k of each sample's 784 pixels
+        if self.strategy == "datalens" and not 1 <= self.datalens_top_k <= 784:
+            raise ValueError(f"datalens-top-k must lie in [1, 784], got {self.datalens_top_k}")
         if self.sampling_seed < -1:
             raise ValueError(
                 f"sampling-seed must be -1 (secret) or a seed >= 0, got {self.sampling_seed}"
@@ -517,6 +524,22 @@ class RunConfig:
             for key in SECAGG_OPTIONS:
                 if getattr(self, key.replace("-", "_")) != defaults[key.replace("-", "_")].default:
                     raise ValueError(f"{key} is set but secure-aggregation is off")
+
+    def _check_data_and_seed(self) -> None:
+        """Settings a client loads its data and seeds its generators with: each one checked
+        here, not when a node opens its data (its error would then read as the node's)."""
+        from fedgs.data.names import DATASET_NAMES, LABEL_MODES
+
+        if self.dataset not in DATASET_NAMES:
+            raise ValueError(
+                f"unknown dataset {self.dataset!r} (known: {', '.join(DATASET_NAMES)})"
+            )
+        if self.labels not in LABEL_MODES:
+            raise ValueError(f"unknown labels {self.labels!r} (known: {', '.join(LABEL_MODES)})")
+        if self.num_clients < 0:
+            raise ValueError(f"num-clients must be >= 0 (0 = the default), got {self.num_clients}")
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(f"seed must lie in [0, 2^32), got {self.seed}")
 
     def _check_ray_address(self) -> None:
         """A cluster runs a client on any node, step after step: its critic and privacy ledger

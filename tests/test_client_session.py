@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from flwr.app import RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, RecordDict
 
 from fedgs.client.common import RequestRefused
 from fedgs.client.gswgan_session import GSWGANSession
@@ -74,6 +74,18 @@ def test_warm_start_is_idempotent(config: RunConfig) -> None:
     assert again.warm_started
     for key, value in again.critic.critic.state_dict().items():
         assert torch.equal(value, trained[key]), key  # not trained a second time
+
+
+def test_a_warm_start_reads_its_steps_as_the_gate_does(config: RunConfig) -> None:
+    """A malformed step count is the server's mistake (ProtocolError); a record of another
+    kind under the name is no step count (the run config's is used), not a KeyError."""
+    session = GSWGANSession(config, 0)
+    wrong = RecordDict({common.WARM_START_CONFIG: ConfigRecord({common.STEPS: "two"})})
+    with pytest.raises(common.ProtocolError, match="warm-start 'steps'"):
+        session.warm_start(wrong)
+    assert not session.warm_started
+    session.warm_start(RecordDict({common.WARM_START_CONFIG: ArrayRecord()}))
+    assert session.warm_started
 
 
 def test_budget_refuses_the_query_that_would_pass_it(config: RunConfig) -> None:

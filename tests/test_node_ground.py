@@ -6,11 +6,14 @@ config (the server's). The server's run config tries to pick the node's device, 
 state (and so reset its privacy ledger), to slip a NaN noise multiplier, another clip norm or
 malformed arrays past the gate; a deployed node that did not pin its state directory refuses.
 The default policy's budget is one a data holder can defend, and the README's deployment
-examples fit it.
+examples fit it. An error reply blames the right party: a bad request is one the server got
+wrong, a node config the node cannot run with is refused, and a fault inside the node is an
+internal error whose reason quotes nothing from the node.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import shlex
@@ -23,15 +26,15 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from flwr.app import ConfigRecord, Context, Message, Metadata, RecordDict
+from flwr.app import Array, ConfigRecord, Context, Message, Metadata, RecordDict
 from flwr.clientapp import ClientApp
 from privacy_boundary_apps import fakes
 
 from fedgs.client import critic_session
-from fedgs.client.app import ERROR_BAD_REQUEST, ERROR_REFUSED, build_client_app
+from fedgs.client.app import ERROR_BAD_REQUEST, ERROR_INTERNAL, ERROR_REFUSED, build_client_app
 from fedgs.privacy import PrivacyLedger
 from fedgs.privacy.policy import DEFAULT_EPSILON_BUDGET, NodePolicy
-from fedgs.protocols import common, fedavg_gan, gswgan, pate_gan
+from fedgs.protocols import common, datalens, fedavg_gan, gswgan, pate_gan
 from fedgs.run_config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -300,6 +303,105 @@ def test_unknown_labels_are_refused_before_the_lock(tmp_path: Path) -> None:
     code, reason = _refusal(_ask({"partition-id": 0, "state-dir": str(state)}, RUN, content))
     assert code == ERROR_BAD_REQUEST and "[0, 10)" in reason, reason
     assert _files(state) == []
+
+
+# --- whose fault: bad request, refusal, or the node's own --------------------------------------
+
+
+def _with_images(**fields: Any) -> RecordDict:
+    """A valid query whose images Array has some of its fields (dtype, shape, stype, data)
+    replaced."""
+    content = fakes(8)
+    array = content[common.FAKES][common.IMAGES]
+    parts = {"dtype": array.dtype, "shape": array.shape, "stype": array.stype, "data": array.data}
+    content[common.FAKES][common.IMAGES] = Array(**(parts | fields))
+    return content
+
+
+def _with_step(step: object) -> RecordDict:
+    content = fakes(8)
+    content[common.CONFIG] = ConfigRecord({common.STEP: step})
+    return content
+
+
+SERVER_MISTAKES = {  # name -> (run config, content): what the server got wrong
+    "run-config-type": (RUN | {"batch-size": "eight"}, None),
+    "run-config-overflow": (RUN | {"batch-size": math.inf}, None),
+    "run-config-unknown-key": (RUN | {"batch-sise": 8}, None),
+    "run-config-dataset": (RUN | {"dataset": "cifar10"}, None),
+    "run-config-seed": (RUN | {"seed": -1}, None),
+    "run-config-state-dir": (RUN | {"state-dir": "/srv/\x00state"}, None),
+    "step-type": (RUN, _with_step("seven")),
+    "step-negative": (RUN, _with_step(-1)),
+    "array-bytes": (RUN, _with_images(data=b"not an array")),
+    "array-stype": (RUN, _with_images(stype="torch")),
+    "array-stated-shape": (RUN, _with_images(shape=(2, 4, 784))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SERVER_MISTAKES))
+def test_what_the_server_got_wrong_is_a_bad_request_in_the_parsers_words(
+    untouched: Path, name: str
+) -> None:
+    """Each comes from a parser (ProtocolError), not from an exception that reached the node's
+    boundary: the reason says what was wrong, not which Python error it raised."""
+    run_config, content = SERVER_MISTAKES[name]
+    node = {"partition-id": 0, "state-dir": str(untouched)}
+    code, reason = _refusal(_ask(node, run_config, content))
+    assert code == ERROR_BAD_REQUEST and reason.startswith("bad request: "), reason
+    assert "Error:" not in reason, reason
+    assert _files(untouched) == []
+
+
+@pytest.mark.parametrize(
+    "node_config, match",
+    [
+        ({"partition-id": "zero"}, "'partition-id' must be an integer"),
+        ({"device": "tpu"}, "this node's config: unknown device 'tpu'"),
+        ({"stat-dir": "/srv/state"}, "this node's config: unknown run-config key 'stat-dir'"),
+        ({"policy-max-batch-size": math.inf}, "'policy-max-batch-size' must be a int"),
+    ],
+)
+def test_a_node_config_the_node_cannot_run_with_is_refused_not_a_bad_request(
+    untouched: Path, caplog: pytest.LogCaptureFixture, node_config: dict, match: str
+) -> None:
+    node = {"partition-id": 0, "state-dir": str(untouched)} | node_config
+    with caplog.at_level(logging.WARNING, logger="fedgs.client.app"):
+        code, reason = _refusal(_ask(node, RUN))
+    assert code == ERROR_REFUSED and reason.startswith("refused: ") and match in reason, reason
+    assert match in caplog.text  # its operator, who alone can fix it, reads it on the node
+    assert _files(untouched) == []
+
+
+def test_a_run_config_the_nodes_policy_cannot_apply_is_refused(untouched: Path) -> None:
+    """Valid as the server sent it (GS-WGAN's own z-dim), not under a DataLens node's policy."""
+    node = {"partition-id": 0, "state-dir": str(untouched), "policy-strategy": "datalens"}
+    code, reason = _refusal(_ask(node, RUN | {"z-dim": 20}, fakes(8), datalens.QUERY))
+    assert code == ERROR_REFUSED and "z-dim is implemented for gswgan only" in reason, reason
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "fedgs.privacy.sanitizer.add_discrete_gaussian",  # the noise source
+        "fedgs.data.FederatedDataset.client_train",  # the data loader
+    ],
+)
+def test_a_fault_inside_the_node_is_an_internal_error_that_quotes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, target: str
+) -> None:
+    def fail(*args: object, **kwargs: object) -> None:
+        raise ValueError("secret 0.123")
+
+    node = {"partition-id": 0, "state-dir": str(tmp_path / "state")}
+    with monkeypatch.context() as patched, caplog.at_level(logging.ERROR, "fedgs.client.app"):
+        patched.setattr(target, fail)
+        code, reason = _refusal(_ask(node, RUN))
+    assert code == ERROR_INTERNAL, reason
+    assert reason == "internal error on this node: ValueError (see the node's log)"
+    assert "secret" not in reason and "0.123" not in reason
+    assert "secret 0.123" in caplog.text and "Traceback" in caplog.text  # the node's log has it
+    assert _answered(_ask(node, RUN))  # and the node goes on serving
 
 
 # --- the default budget --------------------------------------------------------------------

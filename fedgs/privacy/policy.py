@@ -295,16 +295,23 @@ class NodePolicy:
         return min(budgets, default=0.0)
 
     def applied_to(self, config: RunConfig) -> RunConfig:
-        """``config`` with the node's own clip norm, delta, accountant, budget and strategy."""
+        """``config`` with the node's own clip norm, delta, accountant, budget and strategy;
+        PolicyViolation if the run config, valid as sent, is not under them (another strategy's
+        options, secure aggregation with a non-RDP accountant)."""
         key = algorithm(self.strategy).clip_key or "clip-norm"
         clip = {key.replace("-", "_"): self.clip_norm}
-        return config.with_updates(
-            strategy=self.strategy,
-            delta=self.delta,
-            accountant=self.accountant,
-            client_budget_epsilon=self.budget_under(config.client_budget_epsilon),
-            **clip,
-        )
+        try:
+            return config.with_updates(
+                strategy=self.strategy,
+                delta=self.delta,
+                accountant=self.accountant,
+                client_budget_epsilon=self.budget_under(config.client_budget_epsilon),
+                **clip,
+            )
+        except (ValueError, ArithmeticError) as error:
+            raise PolicyViolation(
+                f"under this node's policy the run config fails: {error}"
+            ) from error
 
 
 def refuse_non_finite(config: RunConfig) -> None:

@@ -38,6 +38,7 @@ METRICS = "metrics"  # the server's own records; never in a client's reply
 PIXELS = 784
 MAX_BATCH = 4096
 MAX_CRITIC_BATCHES = MAX_CRITIC_STEPS
+MAX_STEP = 2**63  # a step is an int64 on the wire (and seeds a client's generator)
 
 
 class ProtocolError(ValueError):
@@ -61,9 +62,17 @@ _DECODING = threading.Lock()
 
 
 def array_values(array: Array) -> np.ndarray:
-    """A Flower Array's numpy values (unchecked: decoders check them), decoded under one lock."""
-    with _DECODING:
-        return array.numpy()
+    """A Flower Array's numpy values (unchecked: decoders check them), decoded under one lock;
+    ProtocolError if its bytes are no numpy array, or not one of the shape it states (a gate
+    reads sizes from the stated shapes before it decodes anything)."""
+    try:
+        with _DECODING:
+            values = array.numpy()
+    except (TypeError, ValueError, EOFError) as error:
+        raise ProtocolError(f"an array does not decode: {error}") from error
+    if values.shape != tuple(array.shape):
+        raise ProtocolError(f"an array states shape {tuple(array.shape)}, holds {values.shape}")
+    return values
 
 
 def record_arrays(record: ArrayRecord) -> dict[str, np.ndarray]:
@@ -84,8 +93,11 @@ def query_content(records: Mapping[str, ArrayRecord], step: int) -> RecordDict:
 
 
 def query_step(content: RecordDict) -> int:
-    """The step a query belongs to (0 if it does not say)."""
-    return int(content.config_records.get(CONFIG, {}).get(STEP, 0))
+    """The step a query belongs to (0 if it does not say), or ProtocolError."""
+    step = content.config_records.get(CONFIG, {}).get(STEP, 0)
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step < MAX_STEP:
+        raise ProtocolError(f"'{CONFIG}' '{STEP}' must be an integer in [0, 2^63), got {step!r}")
+    return step
 
 
 def reply_content(
