@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fedgs.algorithms import ALGORITHMS, STRATEGIES
 from fedgs.privacy.client_sampling import RULES as CLIENT_SAMPLING_RULES
 from fedgs.privacy.client_sampling import UNIFORM
-from fedgs.training.hparams import FedAvgGANConfig, GSWGANConfig
+from fedgs.training.hparams import MAX_WARM_START_STEPS, FedAvgGANConfig, GSWGANConfig
 
 if TYPE_CHECKING:
     from fedgs.privacy.distributed_noise import Calibration
@@ -172,7 +172,8 @@ class RunConfig:
     warm_start_steps: int = option(
         20,
         "training",
-        "non-private critic pre-training steps per client (no privacy cost)",
+        "non-private critic pre-training steps per client (no privacy cost; at most 10,000: the "
+        "node's compute)",
     )
     public_pretrain_steps: int = option(
         0,
@@ -540,6 +541,11 @@ class RunConfig:
             raise ValueError(f"num-clients must be >= 0 (0 = the default), got {self.num_clients}")
         if not 0 <= self.seed < 2**32:
             raise ValueError(f"seed must lie in [0, 2^32), got {self.seed}")
+        if not 0 <= self.warm_start_steps <= MAX_WARM_START_STEPS:
+            raise ValueError(
+                f"warm-start-steps must lie in [0, {MAX_WARM_START_STEPS}], "
+                f"got {self.warm_start_steps}"
+            )
 
     def _check_ray_address(self) -> None:
         """A cluster runs a client on any node, step after step: its critic and privacy ledger

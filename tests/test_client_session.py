@@ -83,6 +83,9 @@ def test_a_warm_start_reads_its_steps_as_the_gate_does(config: RunConfig) -> Non
     wrong = RecordDict({common.WARM_START_CONFIG: ConfigRecord({common.STEPS: "two"})})
     with pytest.raises(common.ProtocolError, match="warm-start 'steps'"):
         session.warm_start(wrong)
+    endless = RecordDict({common.WARM_START_CONFIG: ConfigRecord({common.STEPS: 10**9})})
+    with pytest.raises(common.ProtocolError, match="warm-start 'steps'"):
+        session.warm_start(endless)  # the server would spend the node's compute without end
     assert not session.warm_started
     session.warm_start(RecordDict({common.WARM_START_CONFIG: ArrayRecord()}))
     assert session.warm_started

@@ -330,6 +330,7 @@ SERVER_MISTAKES = {  # name -> (run config, content): what the server got wrong
     "run-config-unknown-key": (RUN | {"batch-sise": 8}, None),
     "run-config-dataset": (RUN | {"dataset": "cifar10"}, None),
     "run-config-seed": (RUN | {"seed": -1}, None),
+    "run-config-warm-start": (RUN | {"warm-start-steps": 10**9}, None),  # a node's compute
     "run-config-state-dir": (RUN | {"state-dir": "/srv/\x00state"}, None),
     "step-type": (RUN, _with_step("seven")),
     "step-negative": (RUN, _with_step(-1)),

@@ -27,7 +27,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from fedgs import wire
-from fedgs.training.hparams import MAX_CRITIC_STEPS
+from fedgs.training.hparams import MAX_CRITIC_STEPS, MAX_WARM_START_STEPS
 
 FAKES, IMAGES, LABELS = "fakes", "images", "labels"
 CONFIG, STEP = "config", "step"
@@ -197,8 +197,14 @@ def warm_start_steps(content: RecordDict) -> int | None:
     if WARM_START_CONFIG not in content.config_records:
         return None
     steps = content.config_records[WARM_START_CONFIG].get(STEPS)
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ProtocolError(f"warm-start '{STEPS}' must be an integer >= 0, got {steps!r}")
+    if (
+        isinstance(steps, bool)
+        or not isinstance(steps, int)
+        or not 0 <= steps <= MAX_WARM_START_STEPS
+    ):
+        raise ProtocolError(
+            f"warm-start '{STEPS}' must be an integer in [0, {MAX_WARM_START_STEPS}], got {steps!r}"
+        )
     return steps
 
 

@@ -7,6 +7,9 @@ from dataclasses import asdict, dataclass
 # a client runs max(batches sent, critic_steps) critic steps per query, and the server sets both:
 # one bound for the two, so no run config can make a client train without end
 MAX_CRITIC_STEPS = 64
+# a warm start trains a node's critic before any query (no privacy cost, but the node's compute):
+# the server asks for its length, so it is bounded too (the recipes ask for 1-30)
+MAX_WARM_START_STEPS = 10_000
 
 
 @dataclass(frozen=True)
