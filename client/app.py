@@ -18,8 +18,10 @@ queries and the SecAgg+ stages after them (``train.secagg``) are served by
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from flwr.app import Context, Error, Message
@@ -69,8 +71,20 @@ def _serve(
     return Message(content, reply_to=message)
 
 
+@functools.cache
+def _log_node_faults_to(path: str) -> None:
+    """Once per process: this module's records (the node's faults, with their tracebacks) are
+    appended to ``path`` as well, where a simulation's nodes, Ray workers whose own output goes
+    nowhere the user looks, would otherwise keep them."""
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    logger.addHandler(handler)
+
+
 def build_client_app(
-    overrides: Mapping[str, Any] | None = None, policy: NodePolicy | None = None
+    overrides: Mapping[str, Any] | None = None,
+    policy: NodePolicy | None = None,
+    log_file: Path | None = None,
 ) -> ClientApp:
     """A ClientApp whose settings are overridden by ``overrides`` (Flower run-config keys).
 
@@ -79,14 +93,19 @@ def build_client_app(
     ``policy-*`` node-config keys over the safe defaults of ``NodePolicy.deployment_default``.
     ``policy-*`` node-config keys always win. Without ``overrides`` the app serves as a
     deployed node: one whose node config has no ``state-dir`` refuses every request.
+    ``log_file`` (a simulation runner's, on this machine): where every process serving the
+    app also writes the node's faults; a deployed node logs them to its own output.
     """
     fixed = dict(overrides or {})
     base = policy
     if base is None and fixed:
         base = NodePolicy.from_run_config(RunConfig.from_user_config(fixed))
     app = ClientApp()
+    log_path = str(log_file) if log_file is not None else None
 
     def handle(message: Message, context: Context) -> Message:
+        if log_path is not None:
+            _log_node_faults_to(log_path)
         return _serve(message, context, fixed, base)
 
     for message_type in gate.MESSAGE_TYPES:  # "train.gswgan" -> @app.train("gswgan")

@@ -154,10 +154,11 @@ def _run_on_flower(
         except stopping.StopRequested as stop:  # returned, not raised: Flower then ends at once
             stops.append(stop)
 
-    with engine_output_to(Path(config.run_dir) / FLOWER_LOG_NAME), _sigterm_left_to_fedgs():
+    log = Path(config.run_dir) / FLOWER_LOG_NAME
+    with engine_output_to(log), _sigterm_left_to_fedgs():
         flower_run_simulation(
             server_app=server_app,
-            client_app=build_client_app(overrides),
+            client_app=build_client_app(overrides, log_file=log.resolve()),
             num_supernodes=nodes,
             backend_config=backend_config(options, config.client_num_gpus, config.ray_address),
         )
