@@ -18,8 +18,9 @@ queries and the SecAgg+ stages after them (``train.secagg``) are served by
 
 from __future__ import annotations
 
-import functools
 import logging
+import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from flwr.clientapp import ClientApp
 from fedgs.client import gate, secure_node
 from fedgs.client.common import NodeConfigError, RequestRefused
 from fedgs.client.node import client_config, node_settings
+from fedgs.log_files import file_handler
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
 from fedgs.protocols.common import ProtocolError
 from fedgs.run_config import RunConfig
@@ -71,14 +73,24 @@ def _serve(
     return Message(content, reply_to=message)
 
 
-@functools.cache
+_fault_log: logging.FileHandler | None = None  # this process's copy of its node faults
+_fault_log_lock = threading.Lock()
+
+
 def _log_node_faults_to(path: str) -> None:
-    """Once per process: this module's records (the node's faults, with their tracebacks) are
-    appended to ``path`` as well, where a simulation's nodes, Ray workers whose own output goes
-    nowhere the user looks, would otherwise keep them."""
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
-    logger.addHandler(handler)
+    """This module's records (the node's faults, with their tracebacks) are appended to ``path``
+    as well, where a simulation's nodes, Ray workers whose own output goes nowhere the user
+    looks, would otherwise keep them. One file per process, the latest simulation's: a process
+    that serves several in turn writes each one's faults to its own log only."""
+    global _fault_log
+    with _fault_log_lock:
+        if _fault_log is not None and _fault_log.baseFilename == os.path.abspath(path):
+            return
+        if _fault_log is not None:
+            logger.removeHandler(_fault_log)
+            _fault_log.close()
+        _fault_log = file_handler(path)
+        logger.addHandler(_fault_log)
 
 
 def build_client_app(

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from fedgs.log_files import file_handler
+
 FLOWER_LOG_NAME = "flower.log"
 ROUTED_LOGGERS = ("flwr", "ray", "py.warnings")  # py.warnings: Python warnings, once captured
 
@@ -23,8 +25,7 @@ ROUTED_LOGGERS = ("flwr", "ray", "py.warnings")  # py.warnings: Python warnings,
 def engine_output_to(path: Path) -> Iterator[Path]:
     """Route Flower's logger, Ray's driver-side logger and Python warnings to ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+    handler = file_handler(path)
     saved = {}
     for name in ROUTED_LOGGERS:
         logger = logging.getLogger(name)

@@ -405,6 +405,26 @@ def test_a_fault_inside_the_node_is_an_internal_error_that_quotes_nothing(
     assert _answered(_ask(node, RUN))  # and the node goes on serving
 
 
+def test_a_simulations_node_faults_reach_its_own_log_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One process serving two simulations in turn (as the tests and a notebook do): each run's
+    log gets its own nodes' faults, not the next run's."""
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise ValueError("a fault")
+
+    monkeypatch.setattr("fedgs.data.FederatedDataset.client_train", fail)
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+    for n, log in enumerate(logs):
+        node = {"partition-id": 0, "state-dir": str(tmp_path / f"state{n}")}
+        app = build_client_app(RUN, log_file=log)
+        assert _refusal(_ask(node, RUN, app=app))[0] == ERROR_INTERNAL
+    first, second = (log.read_text() for log in logs)
+    assert first.count("Traceback") == 1 and second.count("Traceback") == 1, (first, second)
+    assert "fedgs.client.app ERROR: internal error serving train.gswgan" in second
+
+
 # --- the default budget --------------------------------------------------------------------
 
 
