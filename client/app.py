@@ -78,13 +78,16 @@ _fault_log_lock = threading.Lock()
 
 
 def _log_node_faults_to(path: str) -> None:
-    """This module's records (the node's faults, with their tracebacks) are appended to ``path``
-    as well, where a simulation's nodes, Ray workers whose own output goes nowhere the user
-    looks, would otherwise keep them. One file per process, the latest simulation's: a process
-    that serves several in turn writes each one's faults to its own log only."""
+    """This module's records (the node's faults, with their tracebacks) are appended to
+    ``path`` (absolute) as well, where a simulation's nodes, Ray workers whose own output goes
+    nowhere the user looks, would otherwise keep them. One file per process, the latest
+    simulation's: a process that serves several in turn writes each one's faults to its own
+    log only."""
     global _fault_log
+    if _fault_log is not None and _fault_log.baseFilename == path:
+        return  # every message after the first: no lock, no path work
     with _fault_log_lock:
-        if _fault_log is not None and _fault_log.baseFilename == os.path.abspath(path):
+        if _fault_log is not None and _fault_log.baseFilename == path:
             return
         if _fault_log is not None:
             logger.removeHandler(_fault_log)
@@ -113,7 +116,7 @@ def build_client_app(
     if base is None and fixed:
         base = NodePolicy.from_run_config(RunConfig.from_user_config(fixed))
     app = ClientApp()
-    log_path = str(log_file) if log_file is not None else None
+    log_path = os.path.abspath(log_file) if log_file is not None else None
 
     def handle(message: Message, context: Context) -> Message:
         if log_path is not None:
