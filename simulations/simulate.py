@@ -16,11 +16,23 @@ once, which left the ServerApp thread running on, as Ctrl-C did) and Ray's C++ c
 with a stack dump: both are kept off (:func:`_sigterm_left_to_fedgs`,
 RAY_DISABLE_FAILURE_SIGNAL_HANDLER=1). Ray's own processes block SIGINT, so a Ctrl-C sent to the
 terminal's whole process group reaches the driver only and the clients answer the step in flight.
+
+``ray.init`` starts Ray's head processes by ``fork()`` and a Python ``preexec_fn`` (the slow path
+of ``subprocess``), so every native fork handler of the driver runs in each child before its
+``exec``. gRPC (grpcio 1.85, loaded by Flower and Ray) installs such handlers by default, and a
+child held up in them never reaches ``exec``: the driver then waits in ``ray.init`` for good
+(seen once in CI, in the GCS server's start, after a dozen simulations in one process). A process
+that only forks to ``exec`` needs none of them, so the driver runs with
+``GRPC_ENABLE_FORK_SUPPORT=false`` (:func:`grpc_fork_handlers_off`); Ray's processes inherit it.
+The deployment's SuperExec, which forks ClientApps that go on using gRPC without ``exec``, keeps
+gRPC's default.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +40,9 @@ from pathlib import Path
 
 from fedgs import stopping
 from fedgs.run_config import RunConfig
+
+logger = logging.getLogger(__name__)
+GRPC_FORK_SUPPORT = "GRPC_ENABLE_FORK_SUPPORT"
 
 
 @dataclass(frozen=True)
@@ -95,9 +110,25 @@ def num_supernodes(config: RunConfig) -> int:
     return dataset_for(config).num_clients
 
 
+def grpc_fork_handlers_off() -> None:
+    """Keep gRPC's fork handlers out of the ``fork()``-then-``exec`` children of ``ray.init``
+    (the module's docstring says why). gRPC reads the setting once, when it is first loaded: in a
+    process that loaded it earlier the setting cannot take hold, and a warning says so."""
+    if GRPC_FORK_SUPPORT in os.environ:
+        return  # the user's own choice
+    os.environ[GRPC_FORK_SUPPORT] = "false"
+    if "grpc" in sys.modules:
+        logger.warning(
+            "gRPC was loaded before the simulation: its fork handlers stay on, and ray.init may "
+            "hang in a child it forks; set %s=false before importing flwr or ray",
+            GRPC_FORK_SUPPORT,
+        )
+
+
 def run_simulation(config: RunConfig, options: EngineOptions) -> Path:
     """Run the ServerApp and ClientApp on Ray; returns the run directory. A stop (Ctrl-C,
     SIGTERM) raises :class:`fedgs.stopping.StopRequested` once the run has saved what it did."""
+    grpc_fork_handlers_off()
     if not config.ray_address:  # a local Ray: every Ray port on 127.0.0.1 only
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")

@@ -1,4 +1,6 @@
-"""Shared test set-up: the two tiers of the suite, and one cache folder per session.
+"""Shared test set-up: the two tiers of the suite, one cache folder per session, and gRPC's fork
+handlers off in this process, which starts Ray in-process (fedgs.simulations.simulate says why;
+the processes tests start inherit the setting, and the deployment's pass with it as without).
 
 Tiers: a plain ``python -m pytest -q`` runs the fast tier, every test not marked ``slow`` (the
 developer loop; real Flower simulations and a real ``fedgs deploy local`` run among them). The
@@ -13,6 +15,10 @@ import os
 from pathlib import Path
 
 import pytest
+
+from fedgs.simulations.simulate import grpc_fork_handlers_off
+
+grpc_fork_handlers_off()  # before any test module loads gRPC (through flwr or ray)
 
 SLOW_TIER = "python -m pytest -q -m slow"
 _LEFT_OUT = pytest.StashKey[int]()

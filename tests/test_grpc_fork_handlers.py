@@ -1,0 +1,63 @@
+"""A simulation's driver keeps gRPC's fork handlers out of the children ``ray.init`` forks.
+
+``ray.init`` starts Ray's head processes by ``fork()`` with a Python ``preexec_fn``, so the
+driver's native fork handlers run in each child before its ``exec``; gRPC's, on by default, once
+left a child short of ``exec`` and CI waiting in ``ray.init`` until its timeout. The probe is a
+fresh interpreter (gRPC reads the setting once, when first loaded) with a gRPC channel and gRPC's
+fork and event-engine tracers on: it forks the way Ray does, and gRPC logs its handlers' work
+(its thread pool's ``PrepareFork`` on every fork) when they run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from fedgs.simulations.simulate import GRPC_FORK_SUPPORT, grpc_fork_handlers_off
+
+PROBE = """
+import subprocess, sys
+if sys.argv[1] == "fedgs":
+    from fedgs.simulations.simulate import grpc_fork_handlers_off
+    grpc_fork_handlers_off()
+import grpc
+channel = grpc.insecure_channel("127.0.0.1:9")  # gRPC's core and its thread pool up
+for _ in range(3):
+    subprocess.run(["true"], preexec_fn=lambda: None, check=True)  # Ray's way to start a process
+channel.close()
+print("forked 3 times")
+"""
+
+
+def _fork_log(mode: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k != GRPC_FORK_SUPPORT}
+    env.update(GRPC_TRACE="fork,event_engine", GRPC_VERBOSITY="debug")
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, mode], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "forked 3 times" in done.stdout, done.stderr[-2000:]
+    return done.stderr
+
+
+def test_grpc_fork_handlers_run_by_default_and_not_in_a_simulation_driver() -> None:
+    # the control: in a process that left gRPC's default, its fork handlers take part in each fork
+    assert _fork_log("default").count("PrepareFork") == 3
+    # the driver of a simulation: no gRPC fork handler runs between fork and exec
+    log = _fork_log("fedgs")
+    assert "PrepareFork" not in log and "fork_posix" not in log
+
+
+def test_a_users_own_setting_is_kept(monkeypatch) -> None:
+    monkeypatch.setenv(GRPC_FORK_SUPPORT, "1")
+    grpc_fork_handlers_off()
+    assert os.environ[GRPC_FORK_SUPPORT] == "1"
+
+
+def test_a_process_that_loaded_grpc_first_is_warned(monkeypatch, caplog) -> None:
+    import grpc  # noqa: F401 - loaded before the setting, as in a notebook that imported flwr
+
+    monkeypatch.delenv(GRPC_FORK_SUPPORT, raising=False)
+    with caplog.at_level("WARNING"):
+        grpc_fork_handlers_off()
+    assert "fork handlers stay on" in caplog.text
