@@ -15,7 +15,12 @@ from pathlib import Path
 
 from fedgs import recipes, stopping
 from fedgs.run_config import add_arguments, from_namespace
-from fedgs.simulations.simulate import EngineOptions, refuse_local_ray_options, run_simulation
+from fedgs.simulations.simulate import (
+    EngineOptions,
+    grpc_fork_handlers_off,
+    refuse_local_ray_options,
+    run_simulation,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -149,6 +154,8 @@ def _engine(args: argparse.Namespace) -> EngineOptions:
 
 
 def _run_comm_cost(args: argparse.Namespace) -> int:
+    grpc_fork_handlers_off()  # before the imports below load gRPC
+    from fedgs.data import DataError
     from fedgs.simulations.comm_cost import measure, measure_secure, write_outputs
 
     if args.steps < 1:
@@ -167,6 +174,9 @@ def _run_comm_cost(args: argparse.Namespace) -> int:
     try:
         rows = measure(base, out, engine)
         rows += measure_secure(base, tuple(args.secagg_cohorts))
+    except DataError as error:
+        print(f"fedgs comm-cost: error: {error}")
+        return 2
     except stopping.StopRequested as stop:
         return exit_stopped("fedgs comm-cost", f"{stop}; nothing of the table was written")
     paths = write_outputs(rows, out, base)
@@ -191,6 +201,7 @@ def exit_stopped(command: str, message: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    grpc_fork_handlers_off()  # before the imports below load gRPC
     from fedgs.data import DataError
     from fedgs.server.silence import ClientsFailed
     from fedgs.simulations.cluster import ClusterError

@@ -173,6 +173,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from fedgs.simulations.simulate import grpc_fork_handlers_off
+
+    grpc_fork_handlers_off()  # before the imports below load gRPC
     import torch
 
     from fedgs.debugging.report import end_to_end_line

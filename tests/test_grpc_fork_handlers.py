@@ -61,3 +61,14 @@ def test_a_process_that_loaded_grpc_first_is_warned(monkeypatch, caplog) -> None
     with caplog.at_level("WARNING"):
         grpc_fork_handlers_off()
     assert "fork handlers stay on" in caplog.text
+
+
+def test_the_simulate_command_turns_them_off_before_it_loads_grpc(tmp_path) -> None:
+    # the command's handler loads Flower (so gRPC) before the runner: the setting must come first.
+    # A data directory the embedded dataset refuses ends the run in the runner, after its check.
+    env = {k: v for k, v in os.environ.items() if k != GRPC_FORK_SUPPORT}
+    command = [sys.executable, "-m", "fedgs.cli", "simulate", "--steps", "1"]
+    command += ["--data-dir", str(tmp_path), "--out", str(tmp_path / "run")]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "takes no data directory" in done.stdout + done.stderr
+    assert "fork handlers stay on" not in done.stdout + done.stderr
