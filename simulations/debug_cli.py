@@ -11,6 +11,7 @@ from dataclasses import fields
 from fedgs import recipes
 from fedgs.data.names import DATASET_NAMES, LABEL_MODES
 from fedgs.run_config import RunConfig, add_arguments, from_namespace
+from fedgs.simulations.simulate import grpc_fork_handlers_off
 
 # run-config keys the scenario sets itself (data of each group, output folders, seed)
 _SCENARIO_OWNED = {
@@ -173,8 +174,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from fedgs.simulations.simulate import grpc_fork_handlers_off
-
     grpc_fork_handlers_off()  # before the imports below load gRPC
     import torch
 
