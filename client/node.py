@@ -1,12 +1,16 @@
-"""What a node owns: where it writes and what it computes on, never the server's to choose.
+"""What a node owns: where it reads and writes and what it computes on, never the server's to
+choose.
 
-A node keeps its critic, privacy ledger and lock files in its ``state-dir`` and computes on its
-``device``; both come from its node config (``flower-supernode --node-config 'partition-id=0
-state-dir="/srv/fedgs/state" device="cuda"'``) or, in a simulation, from the runner's settings
-(the runner speaks for every node owner). The server's run config names its own ``run-dir`` and
-``device`` (its outputs, its compute): a client never reads them. A run config that names a
-``state-dir`` other than the node's is refused: a server that could move a node's state would
-hand it a fresh privacy ledger, and with it a fresh budget, at every run.
+A node reads its data from its ``data-dir``, keeps its critic, privacy ledger and lock files in
+its ``state-dir`` and computes on its ``device``; all three come from its node config
+(``flower-supernode --node-config 'partition-id=0 state-dir="/srv/fedgs/state"
+data-dir="/srv/fedgs/data" device="cuda"'``) or, in a simulation, from the runner's settings
+(the runner speaks for every node owner). The server's run config names its own ``run-dir``,
+``device`` and ``data-dir`` (its outputs, its compute, its copy of the data for scoring): a
+client never reads them. A server that chose a node's data folder could make it answer from any
+dataset on the node's host its owner never offered, each writer with a fresh ledger. A run
+config that names a ``state-dir`` other than the node's is refused: a server that could move a
+node's state would hand it a fresh privacy ledger, and with it a fresh budget, at every run.
 
 Whose fault a bad setting is decides the reply (``fedgs.client.app``): a run-config value the
 node cannot take is the server's (``ProtocolError``, a bad request); a node config the node
@@ -29,7 +33,7 @@ from fedgs.run_data import state_dir_for
 STATE_DIR = "state-dir"
 PARTITION_ID = "partition-id"
 # run-config keys a client takes from its node config (or a simulation runner) only
-NODE_KEYS = ("device", STATE_DIR, "run-dir")
+NODE_KEYS = ("device", STATE_DIR, "run-dir", "data-dir")
 # what parsing a config can raise on a bad value (ArithmeticError: int(inf), 2.0 ** huge)
 BAD_VALUE = (KeyError, TypeError, ValueError, ArithmeticError)
 

@@ -147,7 +147,8 @@ class RunConfig:
         "",
         "data",
         "femnist: a folder of Parquet shards or LEAF output (default $FEDGS_FEMNIST); mnist: "
-        "the IDX folder",
+        "the IDX folder. A deployed node reads its own (node-config data-dir), never the run "
+        "config's, which is the server's copy",
     )
     labels: str = option("digits", "data", "femnist labels: digits, merged36 or all62")
     num_clients: int = option(

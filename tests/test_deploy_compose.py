@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from flwr.common.config import parse_config_args
 
 from fedgs.deploy import compose, topology
 from fedgs.deploy.app_bundle import fab_hash, read_allowlist
@@ -193,6 +194,26 @@ def test_each_data_holder_mounts_only_its_own_key_state_and_data(document: dict)
         "supernode-0-state",
         "supernode-1-state",
     } == set(document["volumes"])
+
+
+def test_a_node_reads_its_own_data_mount_only_where_its_node_config_says(
+    document: dict,
+) -> None:
+    """The committed file serves the embedded dataset: no node config names a data folder (the
+    embedded dataset refuses one). With --node-data each node's names its own mount; the run
+    config's data-dir is the ServerApp's, which a node never reads."""
+
+    def data_dirs(doc: dict) -> list[object]:
+        found = []
+        for i in range(2):
+            command = doc["services"][topology.node_name(i)]["command"]
+            config = command[command.index("--node-config") + 1]
+            found.append(parse_config_args([config]).get("data-dir"))
+        return found
+
+    assert data_dirs(document) == [None, None]
+    assert data_dirs(compose.render(2, node_data=True)) == [compose.DATA, compose.DATA]
+    assert compose.render(2, node_data=True)["volumes"] == document["volumes"]
 
 
 def test_only_the_fleet_port_is_published_on_loopback(document: dict) -> None:

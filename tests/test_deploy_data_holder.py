@@ -216,7 +216,26 @@ def test_state_dir_and_policy_go_to_the_node_config(tmp_path: Path) -> None:
     assert config["state-dir"] == str(state) and config["device"] == "cpu"
     assert config["policy-epsilon-budget"] == 5.0
     assert state.is_dir() and _mode(state) == 0o700
+    assert "data-dir" not in config  # none given: the embedded dataset only
     assert _node("--out", tmp_path / "other", "--policy", "epsilon=5")[0] == 2
+
+
+def test_the_data_folder_goes_to_the_node_config_and_must_exist(tmp_path: Path) -> None:
+    from flwr.common.config import parse_config_args
+
+    data = tmp_path / "srv" / "data"
+    code, _, err = _node("--out", tmp_path / "mynode", "--data-dir", data)
+    assert code == 2 and f"--data-dir {data}: no such folder" in err
+    assert not (tmp_path / "mynode").exists()
+    data.mkdir(parents=True)
+    code, printed, err = _node("--out", tmp_path / "mynode", "--data-dir", data)
+    assert code == 0, err
+    _, supernode = _printed_commands(printed)["fedgs.deploy.supernode"]
+    assert parse_config_args([_option(supernode, "--node-config")])["data-dir"] == str(data)
+    quoted = tmp_path / "it's"
+    quoted.mkdir()
+    code, _, err = _node("--out", tmp_path / "other", "--data-dir", quoted)
+    assert code == 2 and "no quotes" in err
 
 
 def test_bad_input_is_refused_before_anything_is_written(tmp_path: Path, operator: Path) -> None:

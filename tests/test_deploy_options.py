@@ -40,3 +40,27 @@ def test_only_a_warm_deployment_without_doorbells_polls_for_tasks_every_50_ms(
         assert cold.get(key) is None  # Flower's default (1 s), as --cold promises
         # with doorbells, Flower's 1 s is only the fallback (tests/test_deploy_doorbell.py)
         assert ringing.get(key) == (None if doorbell.available() else value)
+
+
+def test_data_dir_is_every_nodes_node_config_and_the_servers_default(tmp_path: Path) -> None:
+    """`--data-dir` puts the folder in each node's node config (a node never reads the run
+    config's) and, unless the run config names another, in the run config for the server."""
+    from flwr.common.config import parse_config_args
+
+    from fedgs.cli import build_parser
+    from fedgs.deploy.cli import _local_run_config, local_options
+
+    data = tmp_path / "data"
+    data.mkdir()
+    argv = ["deploy", "local", "--out", str(tmp_path / "d"), "--data-dir", str(data)]
+    args = build_parser().parse_args(argv)
+    commands = LocalDeployment(tmp_path / "d", local_options(args)).commands()
+    for i in range(args.nodes):
+        argv = commands[topology.node_name(i)]
+        config = parse_config_args([argv[argv.index("--node-config") + 1]])
+        assert config["data-dir"] == str(data), config
+    assert _local_run_config(args)["data-dir"] == str(data)
+    args.run_config = "data-dir='/srv/server-copy'"
+    assert _local_run_config(args)["data-dir"] == "/srv/server-copy"
+    with pytest.raises(ValueError, match="no such folder"):
+        LocalOptions(data_dir=str(tmp_path / "missing"))

@@ -1,10 +1,10 @@
 """The node's ground is its own, and its gate refuses before it touches anything (issue 40).
 
 Each request goes through the real ClientApp (``fedgs.client.app``) as a SuperNode hands it
-over: a Flower message and a context with the node config (the data holder's) and the run
-config (the server's). The server's run config tries to pick the node's device, to move its
-state (and so reset its privacy ledger), to slip a NaN noise multiplier, another clip norm or
-malformed arrays past the gate; a deployed node that did not pin its state directory refuses.
+over: a Flower message and a context with the node config (the data holder's) and the run config
+(the server's). The server's run config tries to pick the node's device or data folder, to move
+its state (and so reset its privacy ledger), to slip a NaN noise multiplier, another clip norm
+or malformed arrays past the gate; a deployed node that did not pin its state directory refuses.
 The default policy's budget is one a data holder can defend, and the README's deployment
 examples fit it. An error reply blames the right party: a bad request is one the server got
 wrong, a node config the node cannot run with is refused, and a fault inside the node is an
@@ -30,6 +30,7 @@ from flwr.app import Array, ConfigRecord, Context, Message, Metadata, RecordDict
 from flwr.clientapp import ClientApp
 from privacy_boundary_apps import fakes
 
+from fedgs import run_data
 from fedgs.client import critic_session
 from fedgs.client.app import ERROR_BAD_REQUEST, ERROR_INTERNAL, ERROR_REFUSED, build_client_app
 from fedgs.privacy import PrivacyLedger
@@ -137,6 +138,30 @@ def test_the_server_cannot_move_a_nodes_state(tmp_path: Path) -> None:
     # repeating the node's own folder is fine; the run's run-dir is the server's alone
     assert _answered(_ask(node, RUN | {"state-dir": str(state), "run-dir": str(run_dir)}))
     assert _files(run_dir) == [] and any(p.suffix == ".pt" for p in _files(state))
+
+
+def test_the_server_cannot_pick_the_data_a_node_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run config's data-dir is the server's copy: a node reads its own folder (node config
+    or, in a simulation, the runner's), whatever the server names. Each load is recorded, then
+    served from the embedded dataset (which takes no folder)."""
+    real = run_data._dataset
+    asked: list[str] = []
+
+    def record(name: str, data_dir: str, labels: str, num_clients: int, seed: int) -> object:
+        asked.append(data_dir)
+        return real("embedded", "", labels, num_clients, seed)
+
+    monkeypatch.setattr(run_data, "_dataset", record)
+    node = {"partition-id": 0, "state-dir": str(tmp_path / "state")}
+    server = RUN | {"data-dir": str(tmp_path / "elsewhere")}
+    assert _answered(_ask(node, server))  # a node that names no folder reads none
+    assert _answered(_ask(node | {"data-dir": str(tmp_path / "mine")}, server))
+    runner = RunConfig.from_user_config(RUN | {"run-dir": str(tmp_path / "runner")})
+    simulated = build_client_app(runner.to_user_config() | {"data-dir": str(tmp_path / "sim")})
+    assert _answered(_ask({"partition-id": 0}, server, app=simulated))
+    assert set(asked) == {"", str(tmp_path / "mine"), str(tmp_path / "sim")}, asked
 
 
 def test_an_unpinned_deployed_node_refuses_and_a_new_run_dir_resets_no_budget(

@@ -112,6 +112,13 @@ def _local(commands: argparse._SubParsersAction) -> None:
         "is the server's own) (%(default)s)",
     )
     parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="the data folder every node reads (node-config 'data-dir') and, unless the run "
+        "config names another, the server's copy for its scores (run-config 'data-dir'): for "
+        "femnist or mnist; omit for the embedded dataset",
+    )
+    parser.add_argument(
         "--steps",
         type=int,
         help=f"generator steps (run-config 'steps'; {DEPLOY_RUN_DEFAULTS['steps']})",
@@ -205,6 +212,12 @@ def _node(commands: argparse._SubParsersAction) -> None:
         help="where the node keeps its critic and privacy ledger (default: OUT/nodes/NAME/state)",
     )
     parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="the folder of this node's data (node-config 'data-dir'; a server's run config "
+        "cannot name another); omit for the embedded dataset",
+    )
+    parser.add_argument(
         "--port",
         type=int,
         default=9094,
@@ -249,6 +262,12 @@ def _compose(commands: argparse._SubParsersAction) -> None:
         description="Renders docker-compose.yml from the topology `fedgs deploy local` runs.",
     )
     parser.add_argument("--nodes", type=int, default=2, help="SuperNodes (%(default)s)")
+    parser.add_argument(
+        "--node-data",
+        action="store_true",
+        help="each node reads its dataset from deploy/data/supernode-i (node-config "
+        'data-dir="/app/data"): for femnist or mnist; without it, the embedded dataset only',
+    )
     parser.add_argument("-o", "--output", type=Path, help="file to write (default: stdout)")
     parser.set_defaults(handler=_run_compose)
 
@@ -320,6 +339,8 @@ def _local_run_config(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"--run-config: {error.message}") from error
     if args.steps is not None:
         user["steps"] = args.steps
+    if args.data_dir is not None:
+        user.setdefault("data-dir", str(args.data_dir.resolve()))
     resume = str(user.get("resume", False)).lower() == "true"
     config = {
         "num-clients": args.nodes,
@@ -389,6 +410,7 @@ def local_options(args: argparse.Namespace) -> LocalOptions:
         policy=_node_policy(args.policy),
         in_memory_state=args.superlink_state == "memory",
         device=args.node_device,
+        data_dir=str(args.data_dir.resolve()) if args.data_dir is not None else "",
     )
 
 
@@ -463,7 +485,7 @@ def _run_app_hash(args: argparse.Namespace) -> int:
 def _run_compose(args: argparse.Namespace) -> int:
     from fedgs.deploy.compose import dump
 
-    text = dump(args.nodes)
+    text = dump(args.nodes, args.node_data)
     if args.output:
         args.output.write_text(text)
     else:
@@ -496,7 +518,10 @@ def _run_node(args: argparse.Namespace) -> int:
             raise ValueError(f"--port must be a port number, got {args.port}")
         policy = _node_policy(args.policy)
         NodePolicy.from_node_config(policy)
-        config = data_holder.node_config(args.partition_id, state_dir, args.device, policy)
+        data_dir = args.data_dir.absolute() if args.data_dir is not None else None
+        config = data_holder.node_config(
+            args.partition_id, state_dir, args.device, policy, data_dir
+        )
         prepared = data_holder.prepare_node(folder, state_dir, args.ca_cert)
     except (TypeError, ValueError) as error:
         print(f"fedgs deploy node: error: {error}", file=sys.stderr)

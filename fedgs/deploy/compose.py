@@ -30,6 +30,7 @@ NODE_PORT = 9094  # each SuperNode's runtime API, on its private network
 CERTS = "/app/certificates"
 KEYS = "/app/keys"
 STATE = "/app/state"
+DATA = "/app/data"  # deploy/data/<service>, read-only: a node's own data, the server's copy
 NODE = "/app/node"  # a data holder's own files: SuperExec secret, app allowlist
 SECRETS = "/app/secrets"
 CONTROL = "/app/control"  # the operator's: the allowlist of ServerApps its SuperExec runs
@@ -86,9 +87,11 @@ HEADER = """\
 # node's allowed-fabs.txt. Healthy means ready: the SuperLink answered /health on its socket and
 # its port, the SuperLink activated a SuperNode, a SuperExec's runtime API answered its poll.
 # Run outputs land in the `runs` volume; data for datasets other than the embedded one go in
-# deploy/data/<service> (run config data-dir="/app/data"). More data holders: `fedgs deploy
-# init --out deploy --nodes N` (keeps existing keys) and `fedgs deploy compose --nodes N -o
-# docker-compose.yml`. Containers run as uid {uid} (Flower's user `app`); it must be able to
+# deploy/data/<service>, mounted at {data}: a node reads its own folder where its node config
+# says so (`fedgs deploy compose --node-data`), never where the run config's data-dir says (the
+# ServerApp's copy, for its scores: run config data-dir="{data}"). More data holders: `fedgs
+# deploy init --out deploy --nodes N` (keeps existing keys) and `fedgs deploy compose --nodes N
+# -o docker-compose.yml`. Containers run as uid {uid} (Flower's user `app`); it must be able to
 # read what deploy/ mounts. Compose 1.29 (Debian's) or v2: the file has no top-level `name:`
 # (1.29 rejects it), so name the project with -p.
 """
@@ -150,7 +153,7 @@ def private_alias(partition_id: int) -> str:
     return f"{topology.node_name(partition_id)}-private"
 
 
-def _node_services(partition_id: int, nodes: int) -> dict[str, Any]:
+def _node_services(partition_id: int, nodes: int, node_data: bool) -> dict[str, Any]:
     name = topology.node_name(partition_id)
     network = f"{name}-net"
     private = private_alias(partition_id)
@@ -162,7 +165,7 @@ def _node_services(partition_id: int, nodes: int) -> dict[str, Any]:
         security=topology.Security(),
         ca_cert=TLS.ca_cert,
         private_key=f"{KEYS}/{name}.key",
-        config=topology.node_config(partition_id, nodes, STATE),
+        config=topology.node_config(partition_id, nodes, STATE, data_dir=DATA if node_data else ""),
         superexec_secret=secret,
     )
     executor = topology.superexec_args(
@@ -197,7 +200,7 @@ def _node_services(partition_id: int, nodes: int) -> dict[str, Any]:
             {**topology.WARM_EXECUTOR_ENV, **CONTAINER_ENV},
             volumes=[
                 f"{name}-state:{STATE}",
-                f"./deploy/data/{name}:/app/data:ro",
+                f"./deploy/data/{name}:{DATA}:ro",
                 node_files,
             ],
             networks=[network],
@@ -208,8 +211,10 @@ def _node_services(partition_id: int, nodes: int) -> dict[str, Any]:
     }
 
 
-def render(nodes: int = 2) -> dict[str, Any]:
-    """The compose document for ``nodes`` data holders."""
+def render(nodes: int = 2, node_data: bool = False) -> dict[str, Any]:
+    """The compose document for ``nodes`` data holders; ``node_data``: each node reads its
+    dataset from its own deploy/data folder (node-config data-dir), for a dataset other than
+    the embedded one."""
     if nodes < 1:
         raise ValueError(f"a deployment needs at least one SuperNode, got {nodes}")
     superlink = topology.superlink_args(
@@ -260,7 +265,7 @@ def render(nodes: int = 2) -> dict[str, Any]:
                 f"{HOST_CONTROL}:{CONTROL}:ro",
                 control_plane,
                 "runs:/app/runs",
-                "./deploy/data/server:/app/data:ro",
+                f"./deploy/data/server:{DATA}:ro",
             ],
             network_mode=NO_NETWORK,
             depends_on=superlink_ready,
@@ -287,7 +292,7 @@ def render(nodes: int = 2) -> dict[str, Any]:
     }
     volumes: dict[str, Any] = {"superlink-state": {}, "runs": {}, CONTROL_VOLUME: {}}
     for partition_id in range(nodes):
-        services |= _node_services(partition_id, nodes)
+        services |= _node_services(partition_id, nodes, node_data)
         name = topology.node_name(partition_id)
         networks[f"{name}-net"] = {"internal": True}
         volumes[f"{name}-state"] = {}
@@ -308,7 +313,7 @@ def render(nodes: int = 2) -> dict[str, Any]:
     return {"services": services, "networks": networks, "volumes": volumes}
 
 
-def dump(nodes: int = 2) -> str:
+def dump(nodes: int = 2, node_data: bool = False) -> str:
     header = HEADER.format(
         version=topology.FLOWER_VERSION,
         nodes=nodes,
@@ -318,8 +323,9 @@ def dump(nodes: int = 2) -> str:
         operator=OPERATOR,
         profile=OPERATOR_PROFILE,
         app=APP,
+        data=DATA,
     )
-    return header + yaml.safe_dump(render(nodes), sort_keys=False, width=100)
+    return header + yaml.safe_dump(render(nodes, node_data), sort_keys=False, width=100)
 
 
 def prepare_host(folder: Path, nodes: int, hosts: Sequence[str] = ()) -> list[Path]:

@@ -223,14 +223,22 @@ def node_config(
     state_dir: Path,
     device: str = "auto",
     policy: Mapping[str, str | float] | None = None,
+    data_dir: Path | None = None,
 ) -> str:
     """The node's ``--node-config``: which client it is, where its state lives (required: a
-    node without it refuses to serve), what it computes on and its privacy policy."""
+    node without it refuses to serve), where its data lie (``data_dir``; None: the embedded
+    dataset only), what it computes on and its privacy policy."""
     if partition_id < 0:
         raise NodeSetupError(f"--partition-id must be 0 or more, got {partition_id}")
-    if any(quote in str(state_dir) for quote in "\"'\\"):
-        raise NodeSetupError(f"--state-dir {state_dir}: no quotes or backslashes in its path")
-    config = f'partition-id={partition_id} state-dir="{state_dir}" device="{device}"'
+    for option, path in (("--state-dir", state_dir), ("--data-dir", data_dir)):
+        if path is not None and any(quote in str(path) for quote in "\"'\\"):
+            raise NodeSetupError(f"{option} {path}: no quotes or backslashes in its path")
+    config = f'partition-id={partition_id} state-dir="{state_dir}"'
+    if data_dir is not None:
+        if not data_dir.is_dir():
+            raise NodeSetupError(f"--data-dir {data_dir}: no such folder on this machine")
+        config += f' data-dir="{data_dir}"'
+    config += f' device="{device}"'
     for key, value in (policy or {}).items():
         config += f' {key}="{value}"' if isinstance(value, str) else f" {key}={value!r}"
     return config

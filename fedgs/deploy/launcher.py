@@ -65,6 +65,8 @@ class LocalOptions:
     with 1 (the simulation engine gives each client one CPU the same way). ``policy``: every
     node's privacy policy, ``policy-*`` node-config keys (fedgs.privacy.policy). ``device``:
     what every node computes on (its node-config ``device``; the run config's is the server's).
+    ``data_dir``: the folder every node reads its data from (its node-config ``data-dir``; the
+    run config's is the server's copy; empty: the embedded dataset, which needs none).
     ``in_memory_state``: the SuperLink keeps its state (nodes, runs, messages) in memory
     instead of a SQLite file in ``out`` (a deployed step took 0.55-0.65 of the time,
     results/log/deployment.md). Nothing of a local deployment outlives its SuperLink but that state:
@@ -83,6 +85,7 @@ class LocalOptions:
     in_memory_state: bool = True
     doorbell: bool = True
     device: str = "auto"
+    data_dir: str = ""
 
     def __post_init__(self) -> None:
         from fedgs.privacy.policy import NodePolicy
@@ -94,6 +97,10 @@ class LocalOptions:
             )
         NodePolicy.from_node_config(self.policy)  # a bad policy fails here, not on every node
         RunConfig(device=self.device)  # so does an unknown device
+        if self.data_dir and not Path(self.data_dir).is_dir():
+            raise ValueError(f"data_dir {self.data_dir}: no such folder")
+        if any(quote in self.data_dir for quote in "\"'\\"):
+            raise ValueError(f"data_dir {self.data_dir}: no quotes or backslashes in its path")
 
 
 def free_port() -> int:
@@ -265,6 +272,7 @@ class LocalDeployment:
                     str(self.state_dir(partition_id)),
                     self.options.policy,
                     self.options.device,
+                    self.options.data_dir,
                 ),
                 superexec_secret=node_secret,
                 python=sys.executable if self.options.warm else None,

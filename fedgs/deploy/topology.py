@@ -77,11 +77,15 @@ def node_config(
     state_dir: str,
     policy: Mapping[str, str | int | float] | None = None,
     device: str = "auto",
+    data_dir: str = "",
 ) -> str:
-    """``--node-config``: which client this node is, where its private state lives, what it
-    computes on (the node's, never the server's to choose: fedgs.client.node) and its privacy
-    policy (``policy-*`` keys; absent ones take ``NodePolicy``'s safe defaults)."""
+    """``--node-config``: which client this node is, where its private state lives, where its
+    data lie (``data_dir``; empty: none, for the embedded dataset), what it computes on (the
+    node's, never the server's to choose: fedgs.client.node) and its privacy policy
+    (``policy-*`` keys; absent ones take ``NodePolicy``'s safe defaults)."""
     config = f'partition-id={partition_id} num-partitions={num_partitions} state-dir="{state_dir}"'
+    if data_dir:
+        config += f' data-dir="{data_dir}"'
     config += f' device="{device}"'
     for key, value in (policy or {}).items():
         config += f' {key}="{value}"' if isinstance(value, str) else f" {key}={value!r}"
