@@ -10,7 +10,7 @@ privacy. Every message goes through one gate (``fedgs.client.gate``); a request 
 cannot or will not serve gets an error reply with the reason, and the node never crashes on bad
 input. The reply's code says whose the fault is: ``ERROR_BAD_REQUEST`` (the server's message
 or run config breaks the protocol: ``ProtocolError``), ``ERROR_REFUSED`` (the node's policy,
-budget or own config will not serve it) or ``ERROR_INTERNAL`` (anything else: a fault of the
+budget, own config or data will not serve it) or ``ERROR_INTERNAL`` (anything else: a fault of the
 node, whose reason names only the exception's type; the traceback is in the node's log). Secure
 queries and the SecAgg+ stages after them (``train.secagg``) are served by
 ``fedgs.client.secure_node``, which keeps the step's state in the context.
@@ -29,7 +29,7 @@ from flwr.app import Context, Error, Message
 from flwr.clientapp import ClientApp
 
 from fedgs.client import gate, secure_node
-from fedgs.client.common import NodeConfigError, RequestRefused
+from fedgs.client.common import DataRefused, NodeConfigError, RequestRefused
 from fedgs.client.node import client_config, node_settings
 from fedgs.log_files import file_handler
 from fedgs.privacy.policy import NodePolicy, PolicyViolation
@@ -60,6 +60,9 @@ def _serve(
         return _error(message, ERROR_BAD_REQUEST, f"bad request: {error}")
     except NodeConfigError as error:  # the operator's to fix: say so on the node too
         logger.warning("this node's config cannot serve requests: %s", error)
+        return _error(message, ERROR_REFUSED, f"refused: {error}")
+    except DataRefused as error:  # the data error may name the node's paths: its log only
+        logger.warning("this node's data cannot serve the run: %s", error.__cause__)
         return _error(message, ERROR_REFUSED, f"refused: {error}")
     except (RequestRefused, PolicyViolation) as error:
         return _error(message, ERROR_REFUSED, f"refused: {error}")

@@ -9,12 +9,20 @@ from dataclasses import dataclass
 import numpy as np
 from flwr.app import RecordDict
 
+from fedgs.data.errors import DataError
 from fedgs.run_config import RunConfig
 from fedgs.run_data import dataset_for
 
 
 class RequestRefused(ValueError):
     """The client will not serve this request; the message is the reason sent back."""
+
+
+class DataRefused(RequestRefused):
+    """The node's data cannot serve the run config's dataset (a missing folder, fewer writers
+    than num-clients, ...). Whose fault that is needs both sides, so the reason names only the
+    run config's choice; the data error, which may name the node's paths, is its ``__cause__``,
+    for the node's log."""
 
 
 class NodeConfigError(RequestRefused):
@@ -33,8 +41,15 @@ class SecureContribution:
 
 
 def client_id_of(config: RunConfig, partition_id: int) -> str:
-    """The id of the writer this node holds; refused if the partition does not exist."""
-    dataset = dataset_for(config)
+    """The id of the writer this node holds; refused if the partition does not exist or the
+    node's data cannot serve the run config's dataset (``DataRefused``)."""
+    try:
+        dataset = dataset_for(config)
+    except DataError as error:
+        raise DataRefused(
+            f"this node's data cannot serve dataset {config.dataset!r} (labels "
+            f"{config.labels!r}, num-clients {config.num_clients}): see the node's log"
+        ) from error
     if not 0 <= partition_id < dataset.num_clients:
         raise RequestRefused(
             f"partition {partition_id} does not exist: the dataset has "

@@ -399,6 +399,31 @@ def test_a_node_config_the_node_cannot_run_with_is_refused_not_a_bad_request(
     assert _files(untouched) == []
 
 
+@pytest.mark.parametrize(
+    "node_config, run_config, logged",
+    [
+        # more clients than the embedded dataset's 5,000 images: the server's count
+        ({}, {"num-clients": 6000}, "between 1 and 5000"),
+        # a data folder the node named and does not have: the node's path stays on the node
+        ({"data-dir": "/nonexistent/private-folder"}, {"dataset": "mnist"}, "does not exist"),
+    ],
+)
+def test_data_that_cannot_serve_the_run_is_refused_naming_the_run_not_the_node(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    node_config: dict,
+    run_config: dict,
+    logged: str,
+) -> None:
+    node = {"partition-id": 0, "state-dir": str(tmp_path / "state")} | node_config
+    with caplog.at_level(logging.WARNING, logger="fedgs.client.app"):
+        code, reason = _refusal(_ask(node, RUN | run_config))
+    assert code == ERROR_REFUSED and "this node's data cannot serve dataset" in reason, reason
+    assert str(run_config.get("num-clients", run_config.get("dataset"))) in reason
+    assert "private-folder" not in reason and "5000" not in reason  # the node's own facts
+    assert logged in caplog.text  # its operator reads why on the node
+
+
 def test_a_run_config_the_nodes_policy_cannot_apply_is_refused(untouched: Path) -> None:
     """Valid as the server sent it (GS-WGAN's own z-dim), not under a DataLens node's policy."""
     node = {"partition-id": 0, "state-dir": str(untouched), "policy-strategy": "datalens"}
