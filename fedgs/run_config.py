@@ -193,7 +193,9 @@ class RunConfig:
         "trusted-sampler figure then does not hold)",
     )
     batch_size: int = option(32, "training", "fake batch size B")
-    critic_steps: int = option(5, "training", "critic steps per generator step (n_dis)")
+    critic_steps: int = option(
+        5, "training", "critic steps per generator step (n_dis; at most 64: the node's compute)"
+    )
     fake_batches: int = option(
         0,
         "training",
@@ -245,8 +247,12 @@ class RunConfig:
     )
     lr_generator: float = option(1e-4, "training", "Adam learning rate of G")
     lr_critic: float = option(1e-4, "training", "Adam learning rate of each private critic")
-    generator_width: int = option(16, "models", "G channel width (64 = paper size)")
-    critic_width: int = option(16, "models", "D channel width (64 = paper size)")
+    generator_width: int = option(
+        16, "models", "G channel width (64 = paper size; at most 256: a node's memory)"
+    )
+    critic_width: int = option(
+        16, "models", "D channel width (64 = paper size; at most 256: a node's memory)"
+    )
     beta1: float = option(
         0.5,
         "training",
@@ -263,7 +269,7 @@ class RunConfig:
         10, "training", "fedavg-gan: expected clients per round (Poisson, q = m/K)"
     )
     fedavg_critic_steps: int = option(
-        6, "training", "fedavg-gan: client critic SGD steps per round (n_D)"
+        6, "training", "fedavg-gan: client critic SGD steps per round (n_D; at most 64)"
     )
     fedavg_generator_steps: int = option(
         6, "training", "fedavg-gan: server generator SGD steps per round (n_G)"

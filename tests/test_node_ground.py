@@ -355,7 +355,6 @@ SERVER_MISTAKES = {  # name -> (run config, content): what the server got wrong
     "run-config-unknown-key": (RUN | {"batch-sise": 8}, None),
     "run-config-dataset": (RUN | {"dataset": "cifar10"}, None),
     "run-config-seed": (RUN | {"seed": -1}, None),
-    "run-config-warm-start": (RUN | {"warm-start-steps": 10**9}, None),  # a node's compute
     "run-config-state-dir": (RUN | {"state-dir": "/srv/\x00state"}, None),
     "step-type": (RUN, _with_step("seven")),
     "step-negative": (RUN, _with_step(-1)),
@@ -377,6 +376,22 @@ def test_what_the_server_got_wrong_is_a_bad_request_in_the_parsers_words(
     assert code == ERROR_BAD_REQUEST and reason.startswith("bad request: "), reason
     assert "Error:" not in reason, reason
     assert _files(untouched) == []
+
+
+@pytest.mark.parametrize(
+    "asked, bound",
+    [
+        ({"critic-width": 10**5}, "critic_width must be at most 256"),  # tens of GB
+        ({"strategy": "fedavg-gan", "fedavg-critic-steps": 10**9}, "at most 64"),  # days of SGD
+        ({"warm-start-steps": 10**9}, "warm-start-steps must lie in [0, 10000]"),
+    ],
+)
+def test_the_server_cannot_make_a_node_allocate_or_train_without_bound(
+    untouched: Path, asked: dict, bound: str
+) -> None:
+    node = {"partition-id": 0, "state-dir": str(untouched)}
+    code, reason = _refusal(_ask(node, RUN | asked))
+    assert code == ERROR_BAD_REQUEST and bound in reason, reason
 
 
 @pytest.mark.parametrize(

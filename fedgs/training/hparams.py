@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-# a client runs max(batches sent, critic_steps) critic steps per query, and the server sets both:
-# one bound for the two, so no run config can make a client train without end
+# a client runs max(batches sent, critic_steps) critic steps per query (Fed-Avg GAN: critic_steps
+# SGD steps per round), and the server sets both: one bound, so no run config can make a client
+# train without end
 MAX_CRITIC_STEPS = 64
 # a warm start trains a node's critic before any query (no privacy cost, but the node's compute):
 # the server asks for its length, so it is bounded too (the recipes ask for 1-30)
 MAX_WARM_START_STEPS = 10_000
+# the server sets the width of the nets a node builds and trains (the paper's are 64 wide): a
+# width of thousands would make a node allocate tens of GB, so it is bounded too
+MAX_NET_WIDTH = 256
+
+
+def _check_widths(config: object) -> None:
+    for name in ("generator_width", "critic_width"):
+        if getattr(config, name) > MAX_NET_WIDTH:
+            raise ValueError(f"{name} must be at most {MAX_NET_WIDTH}, got {getattr(config, name)}")
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,7 @@ class GSWGANConfig:
             raise ValueError(
                 f"critic_steps must be at most {MAX_CRITIC_STEPS}, got {self.critic_steps}"
             )
+        _check_widths(self)
         if not 0 <= self.fake_batches <= self.critic_steps:
             raise ValueError(
                 f"fake_batches must be between 0 (one per critic step) and critic_steps "
@@ -141,6 +152,11 @@ class FedAvgGANConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.generator_steps < 0 or self.lr_generator <= 0:
             raise ValueError("generator_steps must be >= 0 and lr_generator positive")
+        if self.critic_steps > MAX_CRITIC_STEPS:  # a node's SGD steps per round
+            raise ValueError(
+                f"critic_steps must be at most {MAX_CRITIC_STEPS}, got {self.critic_steps}"
+            )
+        _check_widths(self)
         if self.noise_multiplier < 0:
             raise ValueError(f"noise_multiplier must be >= 0, got {self.noise_multiplier}")
 
