@@ -50,9 +50,9 @@ def client_id_of(config: RunConfig, partition_id: int) -> str:
             f"this node's data cannot serve dataset {config.dataset!r} (labels "
             f"{config.labels!r}, num-clients {config.num_clients}): see the node's log"
         ) from error
-    if not 0 <= partition_id < dataset.num_clients:
+    if not 0 <= partition_id < dataset.num_clients:  # how many the node holds is its own
         raise RequestRefused(
-            f"partition {partition_id} does not exist: the dataset has "
-            f"{dataset.num_clients} clients"
+            f"partition {partition_id} does not exist in this node's data for dataset "
+            f"{config.dataset!r} (run config num-clients {config.num_clients})"
         )
     return dataset.client_ids[partition_id]

@@ -192,7 +192,9 @@ class RunConfig:
         "client answers about equally often, so more steps fit an untrusted-server epsilon; the "
         "trusted-sampler figure then does not hold)",
     )
-    batch_size: int = option(32, "training", "fake batch size B")
+    batch_size: int = option(
+        32, "training", "fake batch size B (and a node's real batch; at most 4096: its memory)"
+    )
     critic_steps: int = option(
         5, "training", "critic steps per generator step (n_dis; at most 64: the node's compute)"
     )
@@ -234,7 +236,7 @@ class RunConfig:
         "distinct latents of one label pushed to distinct images (server-side, no client data, "
         "no privacy cost); 0 = off, as in the paper",
     )
-    z_dim: int = option(10, "models", "gswgan: latent dimension of G (its z)")
+    z_dim: int = option(10, "models", "gswgan: latent dimension of G (its z; at most 1024)")
     client_code_dims: int = option(
         0,
         "experimental",
@@ -637,14 +639,14 @@ class RunConfig:
         """m_min, t, the degree and the bits of a full cohort (clients-per-step nodes), the 0s
         resolved; ValueError when SecAgg+ could not run with them."""
         from fedgs.secagg import SecAggError
-        from fedgs.secagg.graph import neighbour_count, neighbour_graph
+        from fedgs.secagg.graph import check_degree, neighbour_count
 
         m = self.secure_cohort
         degree = self.secagg_degree or m - 1
         if degree < 2:
             raise ValueError(f"secagg-degree must be 0 (complete) or >= 2, got {degree}")
-        try:
-            neighbour_graph(range(m), degree)
+        try:  # every node parses the run config at every message: no O(m^2) graph here
+            check_degree(m, degree)
         except SecAggError as error:
             key = ALGORITHMS[self.strategy].cohort_key
             raise ValueError(f"secagg-degree {degree} with {key} {m}: {error}") from None

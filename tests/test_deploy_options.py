@@ -62,5 +62,8 @@ def test_data_dir_is_every_nodes_node_config_and_the_servers_default(tmp_path: P
     assert _local_run_config(args)["data-dir"] == str(data)
     args.run_config = "data-dir='/srv/server-copy'"
     assert _local_run_config(args)["data-dir"] == "/srv/server-copy"
+    args.data_dir = None  # a run config's data-dir alone would reach no node
+    with pytest.raises(ValueError, match="no node reads: give the nodes' folder with --data-dir"):
+        _local_run_config(args)
     with pytest.raises(ValueError, match="no such folder"):
         LocalOptions(data_dir=str(tmp_path / "missing"))

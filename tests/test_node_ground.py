@@ -384,6 +384,8 @@ def test_what_the_server_got_wrong_is_a_bad_request_in_the_parsers_words(
         ({"critic-width": 10**5}, "critic_width must be at most 256"),  # tens of GB
         ({"strategy": "fedavg-gan", "fedavg-critic-steps": 10**9}, "at most 64"),  # days of SGD
         ({"warm-start-steps": 10**9}, "warm-start-steps must lie in [0, 10000]"),
+        ({"batch-size": 10**8}, "batch_size must be at most 4096"),  # a real batch of 313 GB
+        ({"z-dim": 10**8}, "z_dim must be at most 1024"),  # the warm start's local G
     ],
 )
 def test_the_server_cannot_make_a_node_allocate_or_train_without_bound(
@@ -392,6 +394,30 @@ def test_the_server_cannot_make_a_node_allocate_or_train_without_bound(
     node = {"partition-id": 0, "state-dir": str(untouched)}
     code, reason = _refusal(_ask(node, RUN | asked))
     assert code == ERROR_BAD_REQUEST and bound in reason, reason
+
+
+def test_a_nodes_parse_of_a_huge_secure_cohort_builds_no_graph(
+    untouched: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every node parses the run config at every message: checking a cohort of m nodes must not
+    build the m-node SecAgg+ graph (O(m^2): 24 s and 0.9 GB at m = 6,000, measured)."""
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the run config's check built the neighbour graph")
+
+    monkeypatch.setattr("fedgs.secagg.graph.neighbour_graph", forbidden)
+    monkeypatch.setattr("fedgs.secagg.graph._neighbours", forbidden)
+    huge = {"secure-aggregation": True, "clients-per-step": 10**6, "noise-multiplier": SIGMA}
+    assert RunConfig.from_user_config(RUN | huge).secagg_settings().degree == 10**6 - 1
+    node = {"partition-id": 0, "state-dir": str(untouched)}
+    assert _ask(node, RUN | huge).has_error()  # no cohort: refused, before data and state
+
+
+def test_a_partition_the_node_lacks_is_refused_without_its_count(tmp_path: Path) -> None:
+    node = {"partition-id": 999, "state-dir": str(tmp_path / "state")}
+    code, reason = _refusal(_ask(node, RUN | {"num-clients": 7}))
+    assert code == ERROR_REFUSED and "partition 999 does not exist" in reason, reason
+    assert "num-clients 7" in reason
 
 
 @pytest.mark.parametrize(

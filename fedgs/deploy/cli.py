@@ -126,9 +126,10 @@ def _local(commands: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--run-config",
         default="",
-        help="more run config, as for `flwr run`: \"noise-multiplier=12.0 dataset='femnist'\"; "
-        "defaults: noise-multiplier 12, GS-WGAN's client-sampling least-queried (a default run "
-        "fits each node's default budget)",
+        help="more run config, as for `flwr run`: \"noise-multiplier=12.0 dataset='femnist'\" "
+        "(with --data-dir: the nodes' data folder is theirs, not the run config's); defaults: "
+        "noise-multiplier 12, GS-WGAN's client-sampling least-queried (a default run fits each "
+        "node's default budget)",
     )
     parser.set_defaults(handler=_run_local)
 
@@ -341,6 +342,11 @@ def _local_run_config(args: argparse.Namespace) -> dict[str, Any]:
         user["steps"] = args.steps
     if args.data_dir is not None:
         user.setdefault("data-dir", str(args.data_dir.resolve()))
+    elif "data-dir" in user:
+        raise ValueError(
+            "the run config's data-dir is the server's copy, which no node reads: give the "
+            "nodes' folder with --data-dir (the server's copy defaults to it)"
+        )
     resume = str(user.get("resume", False)).lower() == "true"
     config = {
         "num-clients": args.nodes,

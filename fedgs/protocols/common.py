@@ -27,7 +27,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
 from fedgs import wire
-from fedgs.training.hparams import MAX_CRITIC_STEPS, MAX_WARM_START_STEPS
+from fedgs.training.hparams import MAX_BATCH, MAX_CRITIC_STEPS, MAX_WARM_START_STEPS
 
 FAKES, IMAGES, LABELS = "fakes", "images", "labels"
 CONFIG, STEP = "config", "step"
@@ -36,7 +36,6 @@ WARM_START_CONFIG, STEPS = "warmstart", "steps"
 METRICS = "metrics"  # the server's own records; never in a client's reply
 
 PIXELS = 784
-MAX_BATCH = 4096
 MAX_CRITIC_BATCHES = MAX_CRITIC_STEPS
 MAX_STEP = 2**63  # a step is an int64 on the wire (and seeds a client's generator)
 

@@ -35,16 +35,21 @@ def neighbours_of(cohort: Sequence[int], degree: int, node: int) -> tuple[int, .
     return _neighbours(ids, degree, ids.index(node))
 
 
-def checked_ids(cohort: Sequence[int], degree: int) -> list[int]:
-    """The cohort's ids sorted; SecAggError unless a ``degree``-regular graph joins them."""
-    ids = sorted(cohort)
-    n = len(ids)
-    if len(set(ids)) != n:
-        raise SecAggError("the cohort lists a node id twice")
+def check_degree(n: int, degree: int) -> None:
+    """SecAggError unless a ``degree``-regular graph joins ``n`` nodes: arithmetic only, so a
+    node can check a run config's cohort size without building anything of that size."""
     if degree < 2:
         raise SecAggError(f"the neighbour degree must be at least 2, got {degree}")
     if degree < n - 1 and degree * n % 2:
         raise SecAggError(f"no {degree}-regular graph on {n} nodes: make degree or cohort even")
+
+
+def checked_ids(cohort: Sequence[int], degree: int) -> list[int]:
+    """The cohort's ids sorted; SecAggError unless a ``degree``-regular graph joins them."""
+    ids = sorted(cohort)
+    if len(set(ids)) != len(ids):
+        raise SecAggError("the cohort lists a node id twice")
+    check_degree(len(ids), degree)
     return ids
 
 

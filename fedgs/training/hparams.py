@@ -11,15 +11,25 @@ MAX_CRITIC_STEPS = 64
 # a warm start trains a node's critic before any query (no privacy cost, but the node's compute):
 # the server asks for its length, so it is bounded too (the recipes ask for 1-30)
 MAX_WARM_START_STEPS = 10_000
-# the server sets the width of the nets a node builds and trains (the paper's are 64 wide): a
-# width of thousands would make a node allocate tens of GB, so it is bounded too
+# the server sets the size of what a node builds and trains: the width of its nets (the paper's
+# are 64 wide), G's latent size (a node's warm start runs a local G), the batch it draws from its
+# data (and the fakes it is sent); each bounded, so no run config can make a node allocate tens
+# of GB
 MAX_NET_WIDTH = 256
+MAX_Z_DIM = 1024
+MAX_BATCH = 4096
 
 
-def _check_widths(config: object) -> None:
-    for name in ("generator_width", "critic_width"):
-        if getattr(config, name) > MAX_NET_WIDTH:
-            raise ValueError(f"{name} must be at most {MAX_NET_WIDTH}, got {getattr(config, name)}")
+def _check_sizes(config: object) -> None:
+    for name, bound in (
+        ("generator_width", MAX_NET_WIDTH),
+        ("critic_width", MAX_NET_WIDTH),
+        ("z_dim", MAX_Z_DIM),
+        ("batch_size", MAX_BATCH),
+    ):
+        value = getattr(config, name, 0)
+        if value > bound:
+            raise ValueError(f"{name} must be at most {bound}, got {value}")
 
 
 @dataclass(frozen=True)
@@ -82,7 +92,7 @@ class GSWGANConfig:
             raise ValueError(
                 f"critic_steps must be at most {MAX_CRITIC_STEPS}, got {self.critic_steps}"
             )
-        _check_widths(self)
+        _check_sizes(self)
         if not 0 <= self.fake_batches <= self.critic_steps:
             raise ValueError(
                 f"fake_batches must be between 0 (one per critic step) and critic_steps "
@@ -156,7 +166,7 @@ class FedAvgGANConfig:
             raise ValueError(
                 f"critic_steps must be at most {MAX_CRITIC_STEPS}, got {self.critic_steps}"
             )
-        _check_widths(self)
+        _check_sizes(self)
         if self.noise_multiplier < 0:
             raise ValueError(f"noise_multiplier must be >= 0, got {self.noise_multiplier}")
 
