@@ -9,6 +9,11 @@ old folders are left alone and can be deleted by hand at any time.
 Writes are atomic: a build happens in a hidden temp folder next to the final one, which is
 renamed into place only when complete, so a crash never leaves a half-written cache, and two
 processes building the same key at once both end up with one valid folder.
+
+Private: a dataset folder is decoded data (a node's writers, a run's evaluation writers), so it
+is its owner's alone (0700), as is a cache root fedgs creates; another user of the host reads
+nothing through it, whatever the source folder's mode. A folder an earlier version left open
+(0755) is closed when it is next used.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 
 from fedgs.data.errors import DataError
 from fedgs.data.federated import FORMAT_VERSION, META_FILE
+from fedgs.private_files import PRIVATE_DIR, private_dir
 
 CACHE_ENV = "FEDGS_CACHE"
 
@@ -55,11 +61,11 @@ def cached_folder(root: Path, loader: str, key: str, build: Callable[[Path], Non
     """The folder for ``key`` under ``root``; ``build(tmp)`` fills it first if it is missing."""
     final = root / f"{loader}-{key[:24]}"
     if (final / META_FILE).is_file():
+        _close(final)
         return final
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
-        tmp.chmod(0o755)  # mkdtemp makes it private; the cache may be shared
+        private_dir(root, existing=False)  # a root the user named keeps its mode
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))  # 0700
     except OSError as err:
         raise DataError(f"{root}: cannot create the data cache here ({err.strerror})") from err
     try:
@@ -72,3 +78,12 @@ def cached_folder(root: Path, loader: str, key: str, build: Callable[[Path], Non
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def _close(folder: Path) -> None:
+    """An existing dataset folder made the owner's alone; one of another user's is theirs."""
+    try:
+        if folder.stat().st_mode & 0o077:
+            folder.chmod(PRIVATE_DIR)
+    except PermissionError:
+        pass

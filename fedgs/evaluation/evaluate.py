@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from fedgs.data import load_federated
+from fedgs.data.cache import cache_root
 from fedgs.evaluation import plots
 from fedgs.evaluation.cache import ResultCache
 from fedgs.evaluation.classifiers import available
@@ -41,12 +42,11 @@ from fedgs.evaluation.quality_table import markdown
 from fedgs.evaluation.run_files import DataSpec, RunFiles
 from fedgs.evaluation.synthetic import synthesize
 from fedgs.evaluation.utility import UtilityRow, UtilitySetup, to_markdown, utility_table, write_csv
-from fedgs.metrics.classifier import default_cache_dir
 
 
 def baselines_cache() -> ResultCache:
     """Where the results that depend on a data split only are kept (controls, real baselines)."""
-    return ResultCache(default_cache_dir() / "evaluation-baselines")
+    return ResultCache(cache_root() / "evaluation-baselines")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from fedgs import stopping
+from fedgs.data.cache import cache_root
+from fedgs.private_files import private_dir
 
 _CACHE_VERSION = "cnn-v1"
 
@@ -98,10 +100,6 @@ def train_classifier(
     return model
 
 
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("FEDGS_CACHE", Path.home() / ".cache" / "fedgs"))
-
-
 def load_or_train_classifier(
     fingerprint: str,
     images: torch.Tensor,
@@ -112,9 +110,7 @@ def load_or_train_classifier(
 ) -> DomainClassifier:
     """The classifier for a dataset fingerprint: from the cache, or trained and then cached."""
     path = (
-        (cache_dir or default_cache_dir())
-        / "classifiers"
-        / f"{fingerprint}-{_CACHE_VERSION}-e{epochs}.pt"
+        (cache_dir or cache_root()) / "classifiers" / f"{fingerprint}-{_CACHE_VERSION}-e{epochs}.pt"
     )
     model = DomainClassifier(num_classes)
     if path.exists():
@@ -122,7 +118,7 @@ def load_or_train_classifier(
         model.eval()
         return model
     model = train_classifier(images, labels, num_classes, epochs=epochs)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)  # trained on the data: its owner's alone
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     torch.save(model.state_dict(), tmp)
     os.replace(tmp, path)  # atomic: a crash never leaves a half-written cache entry
