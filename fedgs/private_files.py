@@ -29,3 +29,14 @@ def private_dir(path: Path, *, existing: bool = True) -> Path:
     if created or existing:
         path.chmod(PRIVATE_DIR)
     return path
+
+
+def close_dir(path: Path) -> Path:
+    """``path`` (made if missing) as a directory only its owner can enter, if this user owns it:
+    a cache's folders hold what was derived from data; one of another user's (a cache shared on
+    purpose) keeps its mode."""
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    status = path.stat()
+    if status.st_uid == os.getuid() and status.st_mode & 0o077:
+        path.chmod(PRIVATE_DIR)
+    return path

@@ -101,31 +101,3 @@ def test_label_skew_option(tmp_path: Path) -> None:
 def test_bad_options(kwargs: dict, message: str, tmp_path: Path) -> None:
     with pytest.raises(DataError, match=message):
         load_federated(cache_dir=tmp_path, **kwargs)
-
-
-def test_the_cache_is_the_owners_alone(tmp_path: Path) -> None:
-    """Decoded data, a classifier trained on it and its scores: another user of the host reads
-    none of it (0700 folders), and a folder an earlier version left open is closed on use."""
-    import stat
-
-    import torch
-
-    from fedgs.evaluation.cache import ResultCache
-    from fedgs.metrics.classifier import load_or_train_classifier
-
-    def mode(path: Path) -> int:
-        return stat.S_IMODE(path.stat().st_mode)
-
-    root = tmp_path / "cache"
-    folder = Path(load_federated(num_clients=5, cache_dir=root).path)
-    assert mode(root) == 0o700 and mode(folder) == 0o700
-    folder.chmod(0o755)  # as versions before this one left it
-    assert Path(load_federated(num_clients=5, cache_dir=root).path) == folder
-    assert mode(folder) == 0o700
-
-    images, labels = torch.zeros(8, 1, 28, 28), torch.arange(8) % 2
-    load_or_train_classifier("fingerprint", images, labels, 2, cache_dir=root, epochs=1)
-    assert mode(root / "classifiers") == 0o700
-    scores = ResultCache(root / "evaluation-baselines")
-    scores.put({"k": 1}, 0.5)
-    assert mode(root / "evaluation-baselines") == 0o700 and scores.get({"k": 1}) == 0.5

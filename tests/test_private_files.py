@@ -1,7 +1,8 @@
 """Private state is the owner's alone on a shared host (issue 46): 0600 files, 0700 folders.
 
 A node's critic (trained on its raw data), its ledger, the server's ledger, secrets and keys
-were 0644 in 0755 folders: any user of the host could read them.
+were 0644 in 0755 folders: any user of the host could read them. So were the data cache's
+decoded datasets, the classifiers trained on them and their cached scores.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import pytest
 import torch
 
 from fedgs.client.state_store import ClientStateStore
+from fedgs.data import load_federated
 from fedgs.deploy.certs import ensure_secret, ensure_tls, generate_node_keys
-from fedgs.private_files import private_dir
+from fedgs.evaluation.cache import ResultCache
+from fedgs.metrics.classifier import load_or_train_classifier
+from fedgs.private_files import close_dir, private_dir
 from fedgs.training.run_dir import RunDirectory, write_atomic
 
 
@@ -81,3 +85,33 @@ def test_deployment_secrets_and_keys_are_private(tmp_path: Path) -> None:
     for path in (tls.server_key, tmp_path / "ca" / "ca.key", secret, keys.private):
         assert mode(path) == 0o600, path
         assert mode(path.parent) == 0o700, path.parent
+
+
+def test_the_cache_is_the_owners_alone(tmp_path: Path) -> None:
+    """Decoded data, a classifier trained on it and its scores: another user of the host reads
+    none of it (0700 folders), and a folder an earlier version left open is closed on use."""
+    root = tmp_path / "cache"
+    folder = Path(load_federated(num_clients=5, cache_dir=root).path)
+    assert mode(root) == 0o700 and mode(folder) == 0o700
+    folder.chmod(0o755)  # as versions before this one left it
+    assert Path(load_federated(num_clients=5, cache_dir=root).path) == folder
+    assert mode(folder) == 0o700
+
+    images, labels = torch.zeros(8, 1, 28, 28), torch.arange(8) % 2
+    load_or_train_classifier("fingerprint", images, labels, 2, cache_dir=root, epochs=1)
+    assert mode(root / "classifiers") == 0o700
+    (root / "classifiers").chmod(0o755)
+    load_or_train_classifier("fingerprint", images, labels, 2, cache_dir=root, epochs=1)  # a hit
+    assert mode(root / "classifiers") == 0o700
+    scores = ResultCache(root / "evaluation-baselines")
+    scores.put({"k": 1}, 0.5)
+    assert mode(root / "evaluation-baselines") == 0o700 and scores.get({"k": 1}) == 0.5
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a folder of another user")
+def test_a_cache_folder_of_another_user_keeps_its_mode(tmp_path: Path) -> None:
+    shared = tmp_path / "shared-cache"
+    shared.mkdir(mode=0o755)
+    os.chown(shared, 65534, 65534)  # nobody's: a cache shared on purpose
+    close_dir(shared)
+    assert mode(shared) == 0o755

@@ -29,7 +29,7 @@ from typing import Any
 
 from fedgs.data.errors import DataError
 from fedgs.data.federated import FORMAT_VERSION, META_FILE
-from fedgs.private_files import PRIVATE_DIR, private_dir
+from fedgs.private_files import close_dir, private_dir
 
 CACHE_ENV = "FEDGS_CACHE"
 
@@ -61,7 +61,7 @@ def cached_folder(root: Path, loader: str, key: str, build: Callable[[Path], Non
     """The folder for ``key`` under ``root``; ``build(tmp)`` fills it first if it is missing."""
     final = root / f"{loader}-{key[:24]}"
     if (final / META_FILE).is_file():
-        _close(final)
+        close_dir(final)  # one an earlier version left open
         return final
     try:
         private_dir(root, existing=False)  # a root the user named keeps its mode
@@ -78,12 +78,3 @@ def cached_folder(root: Path, loader: str, key: str, build: Callable[[Path], Non
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
-
-
-def _close(folder: Path) -> None:
-    """An existing dataset folder made the owner's alone; one of another user's is theirs."""
-    try:
-        if folder.stat().st_mode & 0o077:
-            folder.chmod(PRIVATE_DIR)
-    except PermissionError:
-        pass

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fedgs.private_files import private_dir
+from fedgs.private_files import close_dir
 from fedgs.training.run_dir import write_atomic
 
 CACHE_VERSION = 1
@@ -34,6 +34,6 @@ class ResultCache:
         return entry["value"] if entry.get("key") == key else None
 
     def put(self, key: dict[str, Any], value: Any) -> None:
-        private_dir(self.folder)  # scores of real writers' data: the owner's alone
+        close_dir(self.folder)  # scores of real writers' data: the owner's alone
         payload = json.dumps({"key": key, "value": value}, sort_keys=True, indent=1)
         write_atomic(self._path(key), payload.encode())

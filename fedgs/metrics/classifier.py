@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from fedgs import stopping
 from fedgs.data.cache import cache_root
-from fedgs.private_files import private_dir
+from fedgs.private_files import close_dir
 
 _CACHE_VERSION = "cnn-v1"
 
@@ -112,13 +112,13 @@ def load_or_train_classifier(
     path = (
         (cache_dir or cache_root()) / "classifiers" / f"{fingerprint}-{_CACHE_VERSION}-e{epochs}.pt"
     )
+    close_dir(path.parent)  # trained on the data: its owner's alone
     model = DomainClassifier(num_classes)
     if path.exists():
         model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
         model.eval()
         return model
     model = train_classifier(images, labels, num_classes, epochs=epochs)
-    private_dir(path.parent)  # trained on the data: its owner's alone
     tmp = path.with_suffix(f".tmp{os.getpid()}")
     torch.save(model.state_dict(), tmp)
     os.replace(tmp, path)  # atomic: a crash never leaves a half-written cache entry
