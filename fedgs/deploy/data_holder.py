@@ -231,8 +231,8 @@ def node_config(
     if partition_id < 0:
         raise NodeSetupError(f"--partition-id must be 0 or more, got {partition_id}")
     for option, path in (("--state-dir", state_dir), ("--data-dir", data_dir)):
-        if path is not None and any(quote in str(path) for quote in "\"'\\"):
-            raise NodeSetupError(f"{option} {path}: no quotes or backslashes in its path")
+        if path is not None:
+            topology.check_unquoted(option, path)
     config = f'partition-id={partition_id} state-dir="{state_dir}"'
     if data_dir is not None:
         if not data_dir.is_dir():

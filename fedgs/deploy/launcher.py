@@ -99,8 +99,7 @@ class LocalOptions:
         RunConfig(device=self.device)  # so does an unknown device
         if self.data_dir and not Path(self.data_dir).is_dir():
             raise ValueError(f"data_dir {self.data_dir}: no such folder")
-        if any(quote in self.data_dir for quote in "\"'\\"):
-            raise ValueError(f"data_dir {self.data_dir}: no quotes or backslashes in its path")
+        topology.check_unquoted("data_dir", self.data_dir)
 
 
 def free_port() -> int:

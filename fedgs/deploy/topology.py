@@ -71,6 +71,13 @@ def executor_name(partition_id: int) -> str:
     return f"clientapp-{partition_id}"
 
 
+def check_unquoted(option: str, path: object) -> None:
+    """A path written into ``--node-config`` between double quotes: no quote or backslash may
+    end it early or escape into another key."""
+    if any(quote in str(path) for quote in "\"'\\"):
+        raise ValueError(f"{option} {path}: no quotes or backslashes in its path")
+
+
 def node_config(
     partition_id: int,
     num_partitions: int,
