@@ -233,15 +233,11 @@ def node_config(
     for option, path in (("--state-dir", state_dir), ("--data-dir", data_dir)):
         if path is not None:
             topology.check_unquoted(option, path)
-    config = f'partition-id={partition_id} state-dir="{state_dir}"'
-    if data_dir is not None:
-        if not data_dir.is_dir():
-            raise NodeSetupError(f"--data-dir {data_dir}: no such folder on this machine")
-        config += f' data-dir="{data_dir}"'
-    config += f' device="{device}"'
-    for key, value in (policy or {}).items():
-        config += f' {key}="{value}"' if isinstance(value, str) else f" {key}={value!r}"
-    return config
+    if data_dir is not None and not data_dir.is_dir():
+        raise NodeSetupError(f"--data-dir {data_dir}: no such folder on this machine")
+    return topology.node_config(
+        partition_id, None, str(state_dir), policy, device, str(data_dir) if data_dir else ""
+    )
 
 
 def python_command() -> str:

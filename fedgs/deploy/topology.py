@@ -80,17 +80,21 @@ def check_unquoted(option: str, path: object) -> None:
 
 def node_config(
     partition_id: int,
-    num_partitions: int,
+    num_partitions: int | None,
     state_dir: str,
     policy: Mapping[str, str | int | float] | None = None,
     device: str = "auto",
     data_dir: str = "",
 ) -> str:
-    """``--node-config``: which client this node is, where its private state lives, where its
-    data lie (``data_dir``; empty: none, for the embedded dataset), what it computes on (the
-    node's, never the server's to choose: fedgs.client.node) and its privacy policy
-    (``policy-*`` keys; absent ones take ``NodePolicy``'s safe defaults)."""
-    config = f'partition-id={partition_id} num-partitions={num_partitions} state-dir="{state_dir}"'
+    """``--node-config``: which client this node is (of ``num_partitions``; None: the run
+    config's num-clients), where its private state lives, where its data lie (``data_dir``;
+    empty: none, for the embedded dataset), what it computes on (the node's, never the
+    server's to choose: fedgs.client.node) and its privacy policy (``policy-*`` keys; absent
+    ones take ``NodePolicy``'s safe defaults)."""
+    config = f"partition-id={partition_id}"
+    if num_partitions is not None:
+        config += f" num-partitions={num_partitions}"
+    config += f' state-dir="{state_dir}"'
     if data_dir:
         config += f' data-dir="{data_dir}"'
     config += f' device="{device}"'
