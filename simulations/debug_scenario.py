@@ -145,7 +145,7 @@ def _load(options: ScenarioOptions) -> tuple[FederatedDataset, ClientArrays]:
         )
     except DataError as error:
         raise ScenarioError(str(error)) from None
-    arrays, _ = read_client_arrays(ds.path)
+    arrays, _ = read_client_arrays(ds)
     return ds, arrays
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fedgs.data import DataError, FederatedDataset, load_federated
+from fedgs.data.federated import read_client_arrays
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +61,25 @@ def test_cache_is_reused_and_complete(ds: FederatedDataset, cache_dir: Path) -> 
     assert again.path == ds.path and again.fingerprint == ds.fingerprint
     assert [p.name for p in cache_dir.iterdir() if p.name.startswith(".")] == []
     other = load_federated(num_clients=10, seed=1, cache_dir=cache_dir)
-    assert other.path != ds.path and other.fingerprint != ds.fingerprint
+    assert other.path == ds.path and other.fingerprint != ds.fingerprint  # one pool, dealt
+
+
+def test_a_new_seed_or_client_count_stores_nothing_new(tmp_path: Path) -> None:
+    """A server picks the run's seed and num-clients: asking a node for many must not fill
+    its disk with a copy of the digits each (before, each was a new cache folder)."""
+    first = load_federated(num_clients=50, seed=0, cache_dir=tmp_path)
+    folders = sorted(p.name for p in tmp_path.iterdir())
+    seen = {first.fingerprint}
+    for seed, clients, scheme in [(1, 50, "iid"), (2, 10, "iid"), (3, 25, "label-skew")]:
+        ds = load_federated(num_clients=clients, seed=seed, partition=scheme, cache_dir=tmp_path)
+        assert ds.num_clients == clients and ds.fingerprint not in seen
+        seen.add(ds.fingerprint)
+        assert ds.num_train_images + ds.num_test_images == 5000
+    assert sorted(p.name for p in tmp_path.iterdir()) == folders
+    again = load_federated(num_clients=50, seed=1, cache_dir=tmp_path)
+    other = load_federated(num_clients=50, seed=0, cache_dir=tmp_path)
+    assert not bool((again.client_train(0)[0] == other.client_train(0)[0]).all())
+    assert bool((other.client_train(0)[0] == first.client_train(0)[0]).all())
 
 
 def test_cache_env_var(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -101,3 +120,37 @@ def test_label_skew_option(tmp_path: Path) -> None:
 def test_bad_options(kwargs: dict, message: str, tmp_path: Path) -> None:
     with pytest.raises(DataError, match=message):
         load_federated(cache_dir=tmp_path, **kwargs)
+
+
+def test_a_deal_s_fingerprint_follows_its_rows(
+    monkeypatch: pytest.MonkeyPatch, ds: FederatedDataset, cache_dir: Path
+) -> None:
+    """Caches (domain classifiers, evaluation baselines) are keyed on the fingerprint: a
+    partitioner that deals other rows under the same options must not reuse them."""
+    import fedgs.data.embedded as embedded
+
+    def reversed_iid(labels: np.ndarray, num_clients: int, *_: object) -> list[np.ndarray]:
+        return list(np.array_split(np.arange(len(labels))[::-1], num_clients))
+
+    monkeypatch.setattr(embedded, "partition", reversed_iid)
+    other = load_federated(cache_dir=cache_dir)
+    assert other.path == ds.path and other.fingerprint != ds.fingerprint
+    assert load_federated(cache_dir=cache_dir).fingerprint == other.fingerprint
+
+
+def test_a_deal_reads_back_as_arrays(ds: FederatedDataset) -> None:
+    arrays, info = read_client_arrays(ds)
+    assert arrays.client_ids == ds.client_ids and info["seed"] == 0
+    x, y = ds.client_train(7)
+    start, stop = ds.train_offsets[7], ds.train_offsets[8]
+    assert np.array_equal(arrays.train_labels[start:stop], y.numpy())
+    pixels = np.rint((x.view(-1, 784).numpy() + 1) * 127.5).astype(np.uint8)
+    assert np.array_equal(arrays.train_pixels[start:stop], pixels)
+    assert arrays.test_counts is not None and arrays.test_counts.sum() == ds.num_test_images
+    assert np.array_equal(arrays.test_labels, ds.test_arrays()[1].numpy())
+
+
+def test_only_a_stored_pool_is_dealt(ds: FederatedDataset) -> None:
+    for view in (ds, ds.subset([0, 1])):
+        with pytest.raises(ValueError, match="stored pool"):
+            view.dealt(["a"], [np.arange(3)], None, {})

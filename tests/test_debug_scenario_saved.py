@@ -36,7 +36,7 @@ def test_saved_folder_round_trips_through_load_federated(tmp_path: Path) -> None
     expected = torch.from_numpy(arrays.train_pixels[3:].astype(np.float32)) / 127.5 - 1
     assert torch.equal(images.view(2, 784), expected)
     assert torch.equal(labels, torch.from_numpy(arrays.train_labels[3:]))
-    back, info = read_client_arrays(ds.path)
+    back, info = read_client_arrays(ds)
     assert np.array_equal(back.test_pixels, arrays.test_pixels) and info == {"labels": "digits"}
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from fedgs.data import load_federated
 from fedgs.data.cache import CACHE_ENV
-from fedgs.data.federated import ClientArrays, read_client_arrays
+from fedgs.data.federated import ClientArrays, FederatedDataset, read_client_arrays
 from fedgs.data.writer_split import (
     EVALUATION_SHARE,
     is_classifier_writer,
@@ -77,7 +77,7 @@ def test_no_evaluation_image_reaches_a_client(
     assert 100 < len(evaluation_ids) < 200  # about 20% of FEMNIST's 710 writers
     assert not evaluation_ids & set(dataset.client_ids)
     # every image any evaluation writer has in the LEAF output (train and test rows, all labels)
-    everyone, _ = read_client_arrays(next(cache.glob("femnist-writers*")))
+    everyone, _ = read_client_arrays(FederatedDataset.load(next(cache.glob("femnist-writers*"))))
     held = np.array([w in evaluation_ids for w in everyone.client_ids])
     assert held.sum() == len(evaluation_ids)
     evaluation_images = _digests(everyone.train_pixels[np.repeat(held, everyone.train_counts)])

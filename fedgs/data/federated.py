@@ -7,6 +7,12 @@ just a row range given by an offsets array of length K+1. Taking one client's im
 of a memory map, nothing is held per client in Python, and pickling a dataset to a worker only
 carries file paths and the offsets.
 
+Sources without writers (MNIST, the embedded digits) are stored once, pooled, and dealt to
+virtual clients in memory (`FederatedDataset.dealt`): the offsets then count positions in a row
+order over the pooled files (one int64 per image, pickled with the paths) in place of a sorted
+copy, so another seed or client count costs no disk (a server choosing the run's seed cannot
+fill a node's disk with copies).
+
 Stored columns: ``pixels`` (fixed-size list of 784 uint8, row-major 28x28, MNIST polarity: ink
 bright, background 0) and ``label`` (int64). Floats in [-1, 1] (``x / 127.5 - 1``) are made on
 access, so the files stay 4x smaller than float32 and the scaling lives in one place.
@@ -143,15 +149,23 @@ def save_federated(
     (path / META_FILE).write_text(json.dumps(meta))
 
 
-def read_client_arrays(path: Path) -> tuple[ClientArrays, dict[str, Any]]:
-    """Everything a `save_federated` folder holds, as arrays again, with its ``info``.
+def read_client_arrays(ds: FederatedDataset) -> tuple[ClientArrays, dict[str, Any]]:
+    """Everything ``ds`` holds, as arrays again, with its ``info``: its clients' training rows,
+    and their own test rows followed by the rows of no client (or the global test set).
 
     For deriving one stored dataset from another (e.g. a FEMNIST label mode from all writers)
-    without parsing the original source again.
+    without parsing the original source again, or a scenario's groups from a dealt dataset.
     """
-    ds = FederatedDataset.load(path)
-    train_pixels, train_labels = _read_rows(ds._train, [(0, len(ds._train))])
-    test_pixels, test_labels = _read_rows(ds._test, [(0, len(ds._test))])
+    train_pixels, train_labels = _read_rows(
+        ds._train, _merged_ranges(ds._train_starts, ds._train_stops), ds._train_order
+    )
+    if ds._test_starts is None or ds._test_stops is None:
+        test_ranges = [(0, ds.num_test_images)]
+    else:
+        stored_end = int(np.asarray(ds._meta["test_offsets"])[-1])
+        own = _merged_ranges(ds._test_starts, ds._test_stops)
+        test_ranges = own + [(stored_end, ds.num_test_images)] * (ds.num_test_images > stored_end)
+    test_pixels, test_labels = _read_rows(ds._test, test_ranges, ds._test_order)
     arrays = ClientArrays(
         client_ids=ds.client_ids,
         train_pixels=train_pixels,
@@ -169,9 +183,20 @@ def _to_tensors(pixels: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, t
     return x.div_(127.5).sub_(1.0), torch.from_numpy(labels.astype(np.int64))
 
 
-def _read_rows(ds: datasets.Dataset, ranges: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
-    """uint8 pixels (n, 784) and labels (n,) of the given row ranges, straight from Arrow."""
+def _read_rows(
+    ds: datasets.Dataset, ranges: Sequence[tuple[int, int]], order: np.ndarray | None = None
+) -> tuple[np.ndarray, ...]:
+    """uint8 pixels (n, 784) and labels (n,) of the given row ranges, straight from Arrow.
+
+    With ``order`` (a dealt dataset), the ranges are positions in ``order``, whose entries are
+    the rows of the stored table.
+    """
     table = ds.data.table  # the memory-mapped pyarrow table
+    if order is not None:
+        picked = [order[start:stop] for start, stop in ranges]
+        rows = table.take(np.concatenate(picked) if picked else np.zeros(0, np.int64))
+        pixels = rows.column("pixels").combine_chunks().flatten().to_numpy()
+        return pixels.reshape(-1, PIXELS), rows.column("label").to_numpy()
     pixel_parts, label_parts = [], []
     for start, stop in ranges:
         rows = table.slice(start, stop - start)
@@ -184,10 +209,15 @@ def _read_rows(ds: datasets.Dataset, ranges: Sequence[tuple[int, int]]) -> tuple
     return pixels.reshape(-1, PIXELS), labels
 
 
-def _read_labels(ds: datasets.Dataset, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
+def _read_labels(
+    ds: datasets.Dataset, ranges: Sequence[tuple[int, int]], order: np.ndarray | None = None
+) -> np.ndarray:
     """The labels of the given row ranges, without reading any pixels."""
-    table = ds.data.table
-    parts = [table.slice(start, stop - start).column("label").to_numpy() for start, stop in ranges]
+    labels = ds.data.table.column("label")
+    if order is not None:
+        picked = [order[start:stop] for start, stop in ranges]
+        return labels.take(np.concatenate(picked)).to_numpy() if picked else np.zeros(0, np.int64)
+    parts = [labels.slice(start, stop - start).to_numpy() for start, stop in ranges]
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
 
@@ -207,7 +237,8 @@ class FederatedDataset:
 
     ``train_offsets[k]:train_offsets[k+1]`` are client k's rows in `train_arrays` order (length
     K+1). ``test_offsets`` is the same for per-client test splits, or None when the test set is
-    global (MNIST). A `subset` shares the files and only recomputes offsets.
+    global (MNIST). A `subset` shares the files and only recomputes offsets. A `dealt` dataset
+    also carries, per split, the order of the stored rows its offsets count in.
     """
 
     def __init__(
@@ -217,6 +248,8 @@ class FederatedDataset:
         train: datasets.Dataset,
         test: datasets.Dataset,
         clients: np.ndarray | None = None,
+        train_order: np.ndarray | None = None,
+        test_order: np.ndarray | None = None,
     ) -> None:
         self.path = path
         self.name: str = meta["name"]
@@ -225,6 +258,8 @@ class FederatedDataset:
         self._meta = meta
         self._train = train
         self._test = test
+        self._train_order = train_order
+        self._test_order = test_order
         all_ids: list[str] = meta["client_ids"]
         self._clients = np.arange(len(all_ids)) if clients is None else clients
         self.client_ids: list[str] = [all_ids[i] for i in self._clients.tolist()]
@@ -240,7 +275,7 @@ class FederatedDataset:
             self._test_starts = base_test[self._clients]
             self._test_stops = base_test[self._clients + 1]
             self.test_offsets = _offsets(self._test_stops - self._test_starts)
-        self.source_fingerprint: str = meta["fingerprint"]  # the stored folder, any subset
+        self.source_fingerprint: str = meta["fingerprint"]  # the stored folder or deal, any subset
         if clients is None:
             self.fingerprint: str = meta["fingerprint"]
         else:
@@ -272,6 +307,46 @@ class FederatedDataset:
             raise DataError(f"{path}: incomplete dataset folder ({err})") from err
         return cls(path, meta, train, test)
 
+    def dealt(
+        self,
+        client_ids: Sequence[str],
+        train_parts: Sequence[np.ndarray],
+        test_parts: Sequence[np.ndarray] | None,
+        options: dict[str, Any],
+    ) -> FederatedDataset:
+        """This stored pool's training rows dealt to ``client_ids``: client k trains on rows
+        ``train_parts[k]`` and tests on ``test_parts[k]`` (also training rows of the pool; None:
+        the pool's test set is the global one). Nothing is written: the view holds the row
+        order. Its fingerprint hashes the pool's, the client ids and both row orders, so a
+        changed partitioner is a new fingerprint (caches keyed on it stay true); ``options``
+        (what chose the deal) join ``info``."""
+        if self._train_order is not None or len(self._clients) != len(self._meta["client_ids"]):
+            raise ValueError("dealt() takes a stored pool, not a subset or a deal of one")
+        if len(train_parts) != len(client_ids) or (
+            test_parts is not None and len(test_parts) != len(client_ids)
+        ):
+            raise ValueError("one train (and test) part per client")
+        train_order = np.concatenate(train_parts).astype(np.int64)
+        test_order = None if test_parts is None else np.concatenate(test_parts).astype(np.int64)
+        train_offsets = _offsets(np.array([len(p) for p in train_parts]))
+        test_offsets = (
+            None if test_parts is None else _offsets(np.array([len(p) for p in test_parts]))
+        )
+        h = hashlib.sha256(f"{self._meta['fingerprint']}|dealt|".encode())
+        h.update(json.dumps(list(client_ids)).encode())
+        for array in (train_offsets, train_order, test_offsets, test_order):
+            h.update(b"|" if array is None else array.tobytes())
+        meta = {
+            **self._meta,
+            "client_ids": list(client_ids),
+            "train_offsets": train_offsets.tolist(),
+            "test_offsets": None if test_offsets is None else test_offsets.tolist(),
+            "fingerprint": h.hexdigest(),
+            "info": {**self.info, **options},
+        }
+        test = self._test if test_order is None else self._train
+        return FederatedDataset(self.path, meta, self._train, test, None, train_order, test_order)
+
     def __repr__(self) -> str:
         return (
             f"FederatedDataset(name={self.name!r}, clients={self.num_clients}, "
@@ -290,7 +365,7 @@ class FederatedDataset:
     @property
     def num_test_images(self) -> int:
         """Size of the evaluation set returned by `test_arrays`."""
-        return len(self._test)
+        return len(self._test) if self._test_order is None else len(self._test_order)
 
     @property
     def has_client_test(self) -> bool:
@@ -305,19 +380,23 @@ class FederatedDataset:
 
         From the label columns alone, so summarising 800K images reads no pixels.
         """
-        train = _read_labels(self._train, _merged_ranges(self._train_starts, self._train_stops))
-        test = _read_labels(self._test, [(0, len(self._test))])
+        train = self.train_labels()
+        test = _read_labels(self._test, [(0, self.num_test_images)], self._test_order)
         return (
             np.bincount(train, minlength=self.num_classes),
             np.bincount(test, minlength=self.num_classes),
         )
 
+    def train_labels(self) -> np.ndarray:
+        """The labels of this view's training images, in client order (no pixels read)."""
+        ranges = _merged_ranges(self._train_starts, self._train_stops)
+        return _read_labels(self._train, ranges, self._train_order)
+
     def client_train(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Client k's training images, float32 (n, 1, 28, 28) in [-1, 1], and int64 labels."""
         k = self._check_client(k)
-        return _to_tensors(
-            *_read_rows(self._train, [(int(self._train_starts[k]), int(self._train_stops[k]))])
-        )
+        start, stop = int(self._train_starts[k]), int(self._train_stops[k])
+        return _to_tensors(*_read_rows(self._train, [(start, stop)], self._train_order))
 
     def client_test(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Client k's own test images (only where the source has per-client test splits)."""
@@ -326,15 +405,13 @@ class FederatedDataset:
             raise DataError(
                 f"{self.name}: the test set is global, not per client; use test_arrays()"
             )
-        return _to_tensors(
-            *_read_rows(self._test, [(int(self._test_starts[k]), int(self._test_stops[k]))])
-        )
+        start, stop = int(self._test_starts[k]), int(self._test_stops[k])
+        return _to_tensors(*_read_rows(self._test, [(start, stop)], self._test_order))
 
     def train_arrays(self) -> tuple[torch.Tensor, torch.Tensor]:
         """All training images of this view's clients, in client order."""
-        return _to_tensors(
-            *_read_rows(self._train, _merged_ranges(self._train_starts, self._train_stops))
-        )
+        ranges = _merged_ranges(self._train_starts, self._train_stops)
+        return _to_tensors(*_read_rows(self._train, ranges, self._train_order))
 
     def test_arrays(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The whole evaluation set of the source, whatever `subset` was taken.
@@ -343,7 +420,7 @@ class FederatedDataset:
         never clients; for MNIST the global t10k set; for the embedded digits the 10% held out
         of every client (never part of any client's training images).
         """
-        return _to_tensors(*_read_rows(self._test, [(0, len(self._test))]))
+        return _to_tensors(*_read_rows(self._test, [(0, self.num_test_images)], self._test_order))
 
     def subset(self, client_indices: Sequence[int] | np.ndarray) -> FederatedDataset:
         """A view restricted to some clients (indices into this view), sharing the same files."""
@@ -353,7 +430,13 @@ class FederatedDataset:
         if len(np.unique(picked)) != len(picked):
             raise DataError(f"{self.name}: subset() got the same client twice")
         return FederatedDataset(
-            self.path, self._meta, self._train, self._test, self._clients[picked]
+            self.path,
+            self._meta,
+            self._train,
+            self._test,
+            self._clients[picked],
+            self._train_order,
+            self._test_order,
         )
 
     def _check_client(self, k: int) -> int:

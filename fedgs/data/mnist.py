@@ -1,7 +1,8 @@
 """MNIST from its four IDX files, split into K virtual clients.
 
 MNIST has no writer ids, so clients are simulated with `fedgs.data.partition` (``iid`` or
-``label-skew``) over the 60,000 training images; the 10,000 t10k images stay one global test set.
+``label-skew``) over the 60,000 training images, stored once as a pool and dealt in memory; the
+10,000 t10k images stay one global test set.
 Files may be gzipped (``train-images-idx3-ubyte.gz``) or not, and the dotted spelling
 ``train-images.idx3-ubyte`` is accepted too. Pixels are already in MNIST polarity (ink 255).
 """
@@ -10,11 +11,12 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from fedgs.data.errors import DataError
-from fedgs.data.federated import IMAGE_SIZE, PIXELS, ClientArrays
+from fedgs.data.federated import IMAGE_SIZE, PIXELS, ClientArrays, FederatedDataset
 from fedgs.data.files import read_bytes
 from fedgs.data.partition import partition
 
@@ -82,24 +84,30 @@ def _read_pair(images: Path, labels: Path) -> tuple[np.ndarray, np.ndarray]:
     return x, y
 
 
-def mnist_clients(
-    files: dict[str, Path],
-    num_clients: int,
-    scheme: str,
-    seed: int,
-    shards_per_client: int = 2,
-) -> ClientArrays:
-    """Training images dealt to ``num_clients`` clients ``mnist-00000``...; global test set."""
+def mnist_pool(files: dict[str, Path]) -> ClientArrays:
+    """The 60,000 training images as one pool to be `deal`t; the t10k images as the test set."""
     train_x, train_y = _read_pair(files["train_images"], files["train_labels"])
     test_x, test_y = _read_pair(files["test_images"], files["test_labels"])
-    parts = partition(train_y, num_clients, scheme, seed, shards_per_client)
-    order = np.concatenate(parts)
     return ClientArrays(
-        client_ids=[f"mnist-{k:05d}" for k in range(num_clients)],
-        train_pixels=train_x[order],
-        train_labels=train_y[order],
-        train_counts=np.array([len(p) for p in parts], np.int64),
+        client_ids=["mnist-pool"],
+        train_pixels=train_x,
+        train_labels=train_y,
+        train_counts=np.array([len(train_y)], np.int64),
         test_pixels=test_x,
         test_labels=test_y,
         test_counts=None,
     )
+
+
+def deal(
+    pool: FederatedDataset,
+    num_clients: int,
+    scheme: str,
+    seed: int,
+    shards_per_client: int,
+    options: dict[str, Any],
+) -> FederatedDataset:
+    """The pool's training images dealt to clients ``mnist-00000``...; global test set."""
+    parts = partition(pool.train_labels(), num_clients, scheme, seed, shards_per_client)
+    ids = [f"mnist-{k:05d}" for k in range(num_clients)]
+    return pool.dealt(ids, parts, None, options)
