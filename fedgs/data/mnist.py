@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from fedgs.data.errors import DataError
-from fedgs.data.federated import IMAGE_SIZE, PIXELS, ClientArrays, FederatedDataset
+from fedgs.data.federated import IMAGE_SIZE, PIXELS, ClientArrays
 from fedgs.data.files import read_bytes
-from fedgs.data.partition import partition
 
 IMAGES_MAGIC = 2051
 LABELS_MAGIC = 2049
+CLIENT_ID = "mnist-{:05d}"
 FILES = {
     "train_images": "train-images-idx3-ubyte",
     "train_labels": "train-labels-idx1-ubyte",
@@ -85,7 +84,8 @@ def _read_pair(images: Path, labels: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def mnist_pool(files: dict[str, Path]) -> ClientArrays:
-    """The 60,000 training images as one pool to be `deal`t; the t10k images as the test set."""
+    """The 60,000 training images as one pool to be dealt to clients; the t10k images as the
+    global test set."""
     train_x, train_y = _read_pair(files["train_images"], files["train_labels"])
     test_x, test_y = _read_pair(files["test_images"], files["test_labels"])
     return ClientArrays(
@@ -97,17 +97,3 @@ def mnist_pool(files: dict[str, Path]) -> ClientArrays:
         test_labels=test_y,
         test_counts=None,
     )
-
-
-def deal(
-    pool: FederatedDataset,
-    num_clients: int,
-    scheme: str,
-    seed: int,
-    shards_per_client: int,
-    options: dict[str, Any],
-) -> FederatedDataset:
-    """The pool's training images dealt to clients ``mnist-00000``...; global test set."""
-    parts = partition(pool.train_labels(), num_clients, scheme, seed, shards_per_client)
-    ids = [f"mnist-{k:05d}" for k in range(num_clients)]
-    return pool.dealt(ids, parts, None, options)
