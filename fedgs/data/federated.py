@@ -156,8 +156,8 @@ def read_client_arrays(ds: FederatedDataset) -> tuple[ClientArrays, dict[str, An
     For deriving one stored dataset from another (e.g. a FEMNIST label mode from all writers)
     without parsing the original source again, or a scenario's groups from a dealt dataset.
     """
-    train_pixels, train_labels = _read_rows(
-        ds._train, _merged_ranges(ds._train_starts, ds._train_stops), ds._train_order
+    train_pixels, train_labels = ds._rows(
+        "train", _merged_ranges(ds._train_starts, ds._train_stops)
     )
     if ds._test_starts is None or ds._test_stops is None:
         test_ranges = [(0, ds.num_test_images)]
@@ -165,7 +165,7 @@ def read_client_arrays(ds: FederatedDataset) -> tuple[ClientArrays, dict[str, An
         stored_end = int(np.asarray(ds._meta["test_offsets"])[-1])
         own = _merged_ranges(ds._test_starts, ds._test_stops)
         test_ranges = own + [(stored_end, ds.num_test_images)] * (ds.num_test_images > stored_end)
-    test_pixels, test_labels = _read_rows(ds._test, test_ranges, ds._test_order)
+    test_pixels, test_labels = ds._rows("test", test_ranges)
     arrays = ClientArrays(
         client_ids=ds.client_ids,
         train_pixels=train_pixels,
@@ -183,20 +183,9 @@ def _to_tensors(pixels: np.ndarray, labels: np.ndarray) -> tuple[torch.Tensor, t
     return x.div_(127.5).sub_(1.0), torch.from_numpy(labels.astype(np.int64))
 
 
-def _read_rows(
-    ds: datasets.Dataset, ranges: Sequence[tuple[int, int]], order: np.ndarray | None = None
-) -> tuple[np.ndarray, ...]:
-    """uint8 pixels (n, 784) and labels (n,) of the given row ranges, straight from Arrow.
-
-    With ``order`` (a dealt dataset), the ranges are positions in ``order``, whose entries are
-    the rows of the stored table.
-    """
+def _read_rows(ds: datasets.Dataset, ranges: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+    """uint8 pixels (n, 784) and labels (n,) of the given row ranges, straight from Arrow."""
     table = ds.data.table  # the memory-mapped pyarrow table
-    if order is not None:
-        picked = [order[start:stop] for start, stop in ranges]
-        rows = table.take(np.concatenate(picked) if picked else np.zeros(0, np.int64))
-        pixels = rows.column("pixels").combine_chunks().flatten().to_numpy()
-        return pixels.reshape(-1, PIXELS), rows.column("label").to_numpy()
     pixel_parts, label_parts = [], []
     for start, stop in ranges:
         rows = table.slice(start, stop - start)
@@ -209,16 +198,38 @@ def _read_rows(
     return pixels.reshape(-1, PIXELS), labels
 
 
-def _read_labels(
-    ds: datasets.Dataset, ranges: Sequence[tuple[int, int]], order: np.ndarray | None = None
-) -> np.ndarray:
+def _read_labels(ds: datasets.Dataset, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
     """The labels of the given row ranges, without reading any pixels."""
-    labels = ds.data.table.column("label")
-    if order is not None:
-        picked = [order[start:stop] for start, stop in ranges]
-        return labels.take(np.concatenate(picked)).to_numpy() if picked else np.zeros(0, np.int64)
-    parts = [labels.slice(start, stop - start).to_numpy() for start, stop in ranges]
+    table = ds.data.table
+    parts = [table.slice(start, stop - start).column("label").to_numpy() for start, stop in ranges]
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+@dataclass
+class _ChunkViews:
+    """Zero-copy numpy views of a memory-mapped table's pixel chunks (and its labels): a
+    dealt view's rows are scattered over the pool; indexing these reads a 60-image MNIST
+    client in 0.18 ms of CPU, Arrow's ``take`` in 4.7 ms (a slice of a sorted copy: 0.07)."""
+
+    starts: np.ndarray  # first row of each chunk, and the row count last
+    pixels: list[np.ndarray]  # (rows of the chunk, 784) uint8 each
+    labels: np.ndarray
+
+    @classmethod
+    def of(cls, ds: datasets.Dataset) -> _ChunkViews:
+        chunks = ds.data.table.column("pixels").chunks
+        views = [chunk.flatten().to_numpy().reshape(-1, PIXELS) for chunk in chunks]
+        starts = np.cumsum([0] + [len(view) for view in views])
+        return cls(starts, views, ds.data.table.column("label").to_numpy())
+
+    def take(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pixels and labels of ``rows``, in that order."""
+        chunk_of = np.searchsorted(self.starts, rows, side="right") - 1
+        pixels = np.empty((len(rows), PIXELS), np.uint8)
+        for c in np.unique(chunk_of).tolist():
+            mine = chunk_of == c
+            pixels[mine] = self.pixels[c][rows[mine] - self.starts[c]]
+        return pixels, self.labels[rows]
 
 
 def _merged_ranges(starts: np.ndarray, stops: np.ndarray) -> list[tuple[int, int]]:
@@ -260,6 +271,7 @@ class FederatedDataset:
         self._test = test
         self._train_order = train_order
         self._test_order = test_order
+        self._views: dict[str, _ChunkViews] = {}  # per split of a dealt view, made on first read
         all_ids: list[str] = meta["client_ids"]
         self._clients = np.arange(len(all_ids)) if clients is None else clients
         self.client_ids: list[str] = [all_ids[i] for i in self._clients.tolist()]
@@ -347,6 +359,36 @@ class FederatedDataset:
         test = self._test if test_order is None else self._train
         return FederatedDataset(self.path, meta, self._train, test, None, train_order, test_order)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the chunk views: views of a memory map would travel as copies."""
+        return {**self.__dict__, "_views": {}}
+
+    def _rows(self, split: str, ranges: Sequence[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+        """uint8 pixels and labels of ``ranges`` of ``split`` (``train`` or ``test``): slices
+        of the stored table, or in a dealt view positions in the split's row order."""
+        table, order = self._split(split)
+        if order is None:
+            return _read_rows(table, ranges)
+        picked = [order[start:stop] for start, stop in ranges]
+        rows = np.concatenate(picked) if picked else np.zeros(0, np.int64)
+        if split not in self._views:
+            self._views[split] = _ChunkViews.of(table)
+        return self._views[split].take(rows)
+
+    def _labels(self, split: str, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
+        """`_rows`' labels alone, without reading any pixels."""
+        table, order = self._split(split)
+        if order is None:
+            return _read_labels(table, ranges)
+        picked = [order[start:stop] for start, stop in ranges]
+        rows = np.concatenate(picked) if picked else np.zeros(0, np.int64)
+        return table.data.table.column("label").to_numpy()[rows]
+
+    def _split(self, split: str) -> tuple[datasets.Dataset, np.ndarray | None]:
+        if split == "train":
+            return self._train, self._train_order
+        return self._test, self._test_order
+
     def __repr__(self) -> str:
         return (
             f"FederatedDataset(name={self.name!r}, clients={self.num_clients}, "
@@ -381,7 +423,7 @@ class FederatedDataset:
         From the label columns alone, so summarising 800K images reads no pixels.
         """
         train = self.train_labels()
-        test = _read_labels(self._test, [(0, self.num_test_images)], self._test_order)
+        test = self._labels("test", [(0, self.num_test_images)])
         return (
             np.bincount(train, minlength=self.num_classes),
             np.bincount(test, minlength=self.num_classes),
@@ -390,13 +432,13 @@ class FederatedDataset:
     def train_labels(self) -> np.ndarray:
         """The labels of this view's training images, in client order (no pixels read)."""
         ranges = _merged_ranges(self._train_starts, self._train_stops)
-        return _read_labels(self._train, ranges, self._train_order)
+        return self._labels("train", ranges)
 
     def client_train(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Client k's training images, float32 (n, 1, 28, 28) in [-1, 1], and int64 labels."""
         k = self._check_client(k)
         start, stop = int(self._train_starts[k]), int(self._train_stops[k])
-        return _to_tensors(*_read_rows(self._train, [(start, stop)], self._train_order))
+        return _to_tensors(*self._rows("train", [(start, stop)]))
 
     def client_test(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Client k's own test images (only where the source has per-client test splits)."""
@@ -406,12 +448,12 @@ class FederatedDataset:
                 f"{self.name}: the test set is global, not per client; use test_arrays()"
             )
         start, stop = int(self._test_starts[k]), int(self._test_stops[k])
-        return _to_tensors(*_read_rows(self._test, [(start, stop)], self._test_order))
+        return _to_tensors(*self._rows("test", [(start, stop)]))
 
     def train_arrays(self) -> tuple[torch.Tensor, torch.Tensor]:
         """All training images of this view's clients, in client order."""
         ranges = _merged_ranges(self._train_starts, self._train_stops)
-        return _to_tensors(*_read_rows(self._train, ranges, self._train_order))
+        return _to_tensors(*self._rows("train", ranges))
 
     def test_arrays(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The whole evaluation set of the source, whatever `subset` was taken.
@@ -420,7 +462,7 @@ class FederatedDataset:
         never clients; for MNIST the global t10k set; for the embedded digits the 10% held out
         of every client (never part of any client's training images).
         """
-        return _to_tensors(*_read_rows(self._test, [(0, self.num_test_images)], self._test_order))
+        return _to_tensors(*self._rows("test", [(0, self.num_test_images)]))
 
     def subset(self, client_indices: Sequence[int] | np.ndarray) -> FederatedDataset:
         """A view restricted to some clients (indices into this view), sharing the same files."""
