@@ -30,22 +30,28 @@ print("forked 3 times")
 """
 
 
-def _fork_log(mode: str) -> str:
+def _fork_probe(mode: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != GRPC_FORK_SUPPORT}
     env.update(GRPC_TRACE="fork,event_engine", GRPC_VERBOSITY="debug")
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", PROBE, mode], env=env, capture_output=True, text=True, timeout=120
     )
-    assert done.returncode == 0 and "forked 3 times" in done.stdout, done.stderr[-2000:]
-    return done.stderr
 
 
 def test_grpc_fork_handlers_run_by_default_and_not_in_a_simulation_driver() -> None:
-    # the control: in a process that left gRPC's default, its fork handlers take part in each fork
-    assert _fork_log("default").count("PrepareFork") == 3
-    # the driver of a simulation: no gRPC fork handler runs between fork and exec
-    log = _fork_log("fedgs")
-    assert "PrepareFork" not in log and "fork_posix" not in log
+    # the control: in a process that left gRPC's default, its fork handlers take part in each
+    # fork; on a loaded machine they sometimes abort the child (seen once in the fast tier at
+    # load 6: gRPC's own fault, the reason for the setting), which shows they ran as well
+    default = _fork_probe("default")
+    if default.returncode == 0:
+        assert default.stderr.count("PrepareFork") == 3, default.stderr[-2000:]
+    else:
+        assert "PrepareFork" in default.stderr, default.stderr[-2000:]
+        assert "died with <Signals.SIGABRT" in default.stderr, default.stderr[-2000:]
+    # the driver of a simulation: every fork finishes, and no gRPC fork handler runs in it
+    driver = _fork_probe("fedgs")
+    assert driver.returncode == 0 and "forked 3 times" in driver.stdout, driver.stderr[-2000:]
+    assert "PrepareFork" not in driver.stderr and "fork_posix" not in driver.stderr
 
 
 def test_a_users_own_setting_is_kept(monkeypatch) -> None:
