@@ -162,9 +162,10 @@ def read_client_arrays(ds: FederatedDataset) -> tuple[ClientArrays, dict[str, An
     if ds._test_starts is None or ds._test_stops is None:
         test_ranges = [(0, ds.num_test_images)]
     else:
-        stored_end = int(np.asarray(ds._meta["test_offsets"])[-1])
-        own = _merged_ranges(ds._test_starts, ds._test_stops)
-        test_ranges = own + [(stored_end, ds.num_test_images)] * (ds.num_test_images > stored_end)
+        test_ranges = _merged_ranges(ds._test_starts, ds._test_stops)
+        stored_end = int(ds._meta["test_offsets"][-1])  # rows after it belong to no client
+        if ds.num_test_images > stored_end:
+            test_ranges.append((stored_end, ds.num_test_images))
     test_pixels, test_labels = ds._rows("test", test_ranges)
     arrays = ClientArrays(
         client_ids=ds.client_ids,
@@ -203,6 +204,12 @@ def _read_labels(ds: datasets.Dataset, ranges: Sequence[tuple[int, int]]) -> np.
     table = ds.data.table
     parts = [table.slice(start, stop - start).column("label").to_numpy() for start, stop in ranges]
     return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def _positions(order: np.ndarray, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
+    """The stored rows at ``ranges`` of a dealt view's row ``order``."""
+    picked = [order[start:stop] for start, stop in ranges]
+    return np.concatenate(picked) if picked else np.zeros(0, np.int64)
 
 
 @dataclass
@@ -369,20 +376,19 @@ class FederatedDataset:
         table, order = self._split(split)
         if order is None:
             return _read_rows(table, ranges)
-        picked = [order[start:stop] for start, stop in ranges]
-        rows = np.concatenate(picked) if picked else np.zeros(0, np.int64)
-        if split not in self._views:
-            self._views[split] = _ChunkViews.of(table)
-        return self._views[split].take(rows)
+        return self._chunk_views(split).take(_positions(order, ranges))
 
     def _labels(self, split: str, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
         """`_rows`' labels alone, without reading any pixels."""
         table, order = self._split(split)
         if order is None:
             return _read_labels(table, ranges)
-        picked = [order[start:stop] for start, stop in ranges]
-        rows = np.concatenate(picked) if picked else np.zeros(0, np.int64)
-        return table.data.table.column("label").to_numpy()[rows]
+        return self._chunk_views(split).labels[_positions(order, ranges)]
+
+    def _chunk_views(self, split: str) -> _ChunkViews:
+        if split not in self._views:
+            self._views[split] = _ChunkViews.of(self._split(split)[0])
+        return self._views[split]
 
     def _split(self, split: str) -> tuple[datasets.Dataset, np.ndarray | None]:
         if split == "train":
