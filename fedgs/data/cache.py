@@ -34,6 +34,7 @@ from typing import Any
 
 from fedgs.data.errors import DataError
 from fedgs.data.federated import FORMAT_VERSION, META_FILE
+from fedgs.data.files import file_sha256
 from fedgs.private_files import close_dir, private_dir
 
 CACHE_ENV = "FEDGS_CACHE"
@@ -73,8 +74,8 @@ def _sha256(path: Path) -> str:
 
 @functools.lru_cache(maxsize=4096)
 def _sha256_of(path: str, stat_key: tuple[int, int, int, int]) -> str:
-    with open(path, "rb") as source:
-        return hashlib.file_digest(source, "sha256").hexdigest()
+    """``stat_key`` only keys the memo: a changed file is hashed again."""
+    return file_sha256(Path(path))
 
 
 def cached_folder(root: Path, loader: str, key: str, build: Callable[[Path], None]) -> Path:

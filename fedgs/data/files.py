@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import zlib
 from pathlib import Path
 
@@ -20,3 +21,9 @@ def read_bytes(path: Path) -> bytes:
         raise DataError(f"{path}: damaged or truncated gzip file ({err})") from err
     except OSError as err:
         raise DataError(f"{path}: cannot read ({err.strerror or err})") from err
+
+
+def file_sha256(path: Path) -> str:
+    """The file's SHA-256 (hex): what names a cache entry by content, not by place or time."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()

@@ -25,10 +25,11 @@ import torch
 
 from fedgs.data import load_federated
 from fedgs.data.cache import cache_root
+from fedgs.data.files import file_sha256
 from fedgs.evaluation import plots
 from fedgs.evaluation.cache import ResultCache
 from fedgs.evaluation.classifiers import available
-from fedgs.evaluation.generator_loader import LoadedGenerator, file_sha256, load_generator
+from fedgs.evaluation.generator_loader import LoadedGenerator, load_generator
 from fedgs.evaluation.gradnorms import GradNorms, gradient_norms
 from fedgs.evaluation.instrument import (
     DOWNSTREAM,

@@ -9,13 +9,13 @@ where there is one, as during training; Fed-Avg GAN has none.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from fedgs.data.files import file_sha256
 from fedgs.evaluation.run_files import RunError
 from fedgs.models import ConditionalResNetGenerator
 from fedgs.training.fedavg_gan import build_models
@@ -44,14 +44,6 @@ class LoadedGenerator:
             z = torch.randn(chunk.shape[0], self.z_dim, generator=generator)
             chunks.append(self.model(z, chunk))
         return torch.cat(chunks) if chunks else torch.empty(0, 1, 28, 28)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _gswgan(payload: dict, num_classes: int) -> tuple[nn.Module, nn.Module, GSWGANConfig]:
