@@ -34,6 +34,14 @@ SMALL = {
 WAIT = 600.0  # a cold start on a loaded 2-core machine; runs normally take well under this
 
 
+def console_script(name: str) -> str:
+    """A console script (`fedgs`, Flower's `flwr`) of the interpreter under test, as an operator
+    types it: the first one on PATH may belong to another install (a fresh clone's tests then
+    ran the other checkout's code) or be absent when the environment is not activated."""
+    beside = Path(sys.executable).with_name(name)
+    return str(beside) if beside.exists() else name
+
+
 def wait_for(condition: Callable[[], object], what: str, timeout: float = WAIT) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from deploy_support import SMALL, wait_for
+from deploy_support import SMALL, console_script, wait_for
 
 from fedgs.deploy import compose, control
 
@@ -109,7 +109,10 @@ class Project:
         compose_file = folder / "docker-compose.yml"
         self.command = [*(_compose_command() or []), "-f", str(compose_file), "-p", self.name]
         shutil.copyfile(ROOT / "docker-compose.yml", compose_file)
-        _run(["fedgs", "deploy", "init", "--out", "deploy", "--nodes", str(NODES)], cwd=folder)
+        _run(
+            [console_script("fedgs"), "deploy", "init", "--out", "deploy", "--nodes", str(NODES)],
+            cwd=folder,
+        )
         mounted = ("certificates", "keys", "secrets", "nodes", "data", "control", "app")
         for name in (*mounted, "flwr-home"):
             _run(["chown", "-R", f"{compose.CONTAINER_UID}", str(folder / "deploy" / name)])

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from deploy_support import socket_superlink_args, wait_for
+from deploy_support import console_script, socket_superlink_args, wait_for
 
 from fedgs.deploy import control, topology
 from fedgs.deploy.launcher import SUPERLINK_READY
@@ -82,8 +82,9 @@ def test_flwr_reaches_the_owners_socket_and_nothing_else_listens_there(
         "FLWR_HOME": str(control.write_flwr_home(tmp_path / "home", unix_address(socket), None)),
     }
     assert control.online_nodes(env) == []  # the Control API answered through the socket
+    typed = ["deploy", "flwr", "supernode", "list", control.CONNECTION, "--format", "json"]
     by_hand = subprocess.run(  # what the operator types in another terminal
-        ["fedgs", "deploy", "flwr", "supernode", "list", control.CONNECTION, "--format", "json"],
+        [console_script("fedgs"), *typed],
         capture_output=True,
         text=True,
         env=env,

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from deploy_support import SMALL, client_ledger, rows
+from deploy_support import SMALL, client_ledger, console_script, rows
 
 from fedgs.cli import main
 from fedgs.deploy import processes, topology
@@ -347,7 +347,7 @@ def test_a_node_set_up_with_this_command_joins_and_answers_a_run(
     public_key.parent.mkdir()
     shutil.copyfile(holder / "keys" / f"{NAME}.pub", public_key)
     registered = subprocess.run(
-        ["fedgs", "deploy", "register", "--superlink", superlink.private_address,
+        [console_script("fedgs"), "deploy", "register", "--superlink", superlink.private_address,
          "--root-certificates", str(superlink.tls.ca_cert), str(public_key)],
         capture_output=True, text=True, env=superlink.env(), timeout=120,
     )  # fmt: skip

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from deploy_support import SMALL, rows, wait_for
+from deploy_support import SMALL, console_script, rows, wait_for
 
 from fedgs.deploy import control
 from fedgs.deploy.app_bundle import Components, write_app
@@ -83,8 +83,8 @@ def test_outsider_cannot_run_an_app(deployment: LocalDeployment, tmp_path: Path)
     env = _outsider_env(deployment, tmp_path / "flwr-home")
     run_dir = tmp_path / "run"
     done = subprocess.run(
-        ["flwr", "run", str(_app(tmp_path / "app")), control.CONNECTION, "--run-config",
-         f"run-dir='{run_dir}'"],
+        [console_script("flwr"), "run", str(_app(tmp_path / "app")), control.CONNECTION,
+         "--run-config", f"run-dir='{run_dir}'"],
         capture_output=True, text=True, env=env, timeout=300, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     output = done.stdout + done.stderr
@@ -152,7 +152,7 @@ def test_register_succeeds_on_keys_the_superlink_knows(
     """What compose's `register` service runs on every `up`, with a relative CA path."""
     monkeypatch.chdir(deployment.out)
     done = subprocess.run(
-        ["fedgs", "deploy", "register", "--superlink", deployment.private_address,
+        [console_script("fedgs"), "deploy", "register", "--superlink", deployment.private_address,
          "--root-certificates", str(deployment.tls.ca_cert.relative_to(deployment.out)),
          str(deployment.keys(0).public)],
         capture_output=True, text=True, env=deployment.env(), timeout=120,
